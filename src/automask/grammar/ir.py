@@ -1,0 +1,422 @@
+"""The grammar IR: a context-free grammar whose terminals are lexemes (byte regexes).
+
+Front-ends (regex, choices, GBNF, Lark, JSON Schema) describe their language
+as EBNF expressions (:class:`Terminal`, :class:`Ref`, :class:`Seq`,
+:class:`Choice`, :class:`Repeat`) and hand them to :func:`lower`, which
+produces the flat :class:`Grammar` the engine compiles:
+
+* regular parts are fused into as few lexemes as possible (a non-recursive
+  rule becomes one regex; adjacent regular items of a sequence become one
+  lexeme), because the lexer is cheap and the parser is not;
+* lexemes never match the empty string (a nullable regex ``r`` becomes an
+  optional symbol over ``nonempty(r)``), so every lexeme makes progress;
+* rules that derive no string are removed; a start rule that derives none is
+  an error.
+
+Fusion preserves the language exactly because the engine lexes
+non-deterministically (every way to split the bytes into lexemes is kept).
+With ``%ignore`` (Lark) fusion is off: ignored text may stand between any
+two terminals, so terminals must stay separate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from automask.errors import GrammarError, LimitExceeded
+from automask.regex import nodes as rx
+
+# --------------------------------------------------------------------------- expressions
+
+
+class Expr:
+    """An EBNF expression; the base of the classes below."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class Terminal(Expr):
+    """A regular piece of text, as a byte regex node."""
+
+    regex: rx.Node
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Ref(Expr):
+    """A reference to a named rule."""
+
+    name: str
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class Seq(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Choice(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Repeat(Expr):
+    item: Expr
+    lo: int
+    hi: int | None  # None: unbounded
+
+
+def seq(*items: Expr) -> Expr:
+    return items[0] if len(items) == 1 else Seq(tuple(items))
+
+
+def choice(*items: Expr) -> Expr:
+    return items[0] if len(items) == 1 else Choice(tuple(items))
+
+
+def text(s: str | bytes) -> Terminal:
+    data = s.encode("utf-8") if isinstance(s, str) else s
+    return Terminal(rx.literal(data))
+
+
+# --------------------------------------------------------------------------- the flat IR
+
+Symbol = str | int  # str: a rule (nonterminal); int: a lexeme index
+
+
+@dataclass(frozen=True)
+class Production:
+    lhs: str
+    rhs: tuple[Symbol, ...]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A CFG over lexemes: what :func:`automask.compile` takes.
+
+    Build one with the ``from_*`` constructors rather than by hand.
+    """
+
+    productions: tuple[Production, ...]
+    lexemes: tuple[rx.Node, ...]
+    start: str
+    ignore: tuple[int, ...] = ()
+    lexeme_names: tuple[str, ...] = field(default=(), compare=False)
+    source: str = field(default="", compare=False)
+
+    # The front-ends live in their own modules; these are the public doors.
+    @classmethod
+    def from_regex(cls, pattern: str) -> Grammar:
+        """The language of ``pattern`` (whole-output match; see :mod:`automask.regex.parser`)."""
+        from automask.regex.parser import parse_regex
+
+        return lower({"root": Terminal(parse_regex(pattern))}, "root", source="regex")
+
+    @classmethod
+    def from_choices(cls, choices: Sequence[str]) -> Grammar:
+        """Exactly one of the given strings."""
+        if not choices:
+            raise GrammarError("from_choices needs at least one choice")
+        return lower({"root": Terminal(rx.alt_of(rx.literal(c.encode("utf-8"))
+                                                  for c in choices))}, "root", source="choices")
+
+    @classmethod
+    def from_gbnf(cls, text: str) -> Grammar:
+        """A llama.cpp GBNF grammar; ``root`` is the start rule."""
+        from automask.grammar.gbnf import parse_gbnf
+
+        return parse_gbnf(text)
+
+    @classmethod
+    def from_lark(cls, text: str, start: str = "start") -> Grammar:
+        """A Lark grammar (the language of Lark's Earley parser, every match length)."""
+        from automask.grammar.lark import parse_lark
+
+        return parse_lark(text, start=start)
+
+    @property
+    def rules(self) -> dict[str, list[tuple[Symbol, ...]]]:
+        out: dict[str, list[tuple[Symbol, ...]]] = {}
+        for p in self.productions:
+            out.setdefault(p.lhs, []).append(p.rhs)
+        return out
+
+    def describe(self) -> str:
+        """A readable dump: productions, then lexemes."""
+        lines = []
+        for p in self.productions:
+            rhs = " ".join(s if isinstance(s, str) else f"L{s}" for s in p.rhs) or "ε"
+            lines.append(f"{p.lhs} ::= {rhs}")
+        for i, node in enumerate(self.lexemes):
+            lines.append(f"L{i} = /{rx.to_pattern(node)}/")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- lowering
+
+MAX_PRODUCTIONS = 200_000
+
+
+def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
+          fuse: bool | None = None, source: str = "") -> Grammar:
+    """Lower EBNF rules to the flat :class:`Grammar` (see the module docstring)."""
+    if start not in rules:
+        raise GrammarError(f"start rule {start!r} is not defined")
+    if fuse is None:
+        fuse = not ignore
+    return _Lowerer(rules, fuse).run(start, ignore, source)
+
+
+class _Lowerer:
+    def __init__(self, rules: Mapping[str, Expr], fuse: bool):
+        self.rules = rules
+        self.fuse = fuse
+        self.productions: list[Production] = []
+        self.lexemes: list[rx.Node] = []
+        self.lexeme_index: dict[int, int] = {}
+        self.helper_count = 0
+        self.regular: dict[str, rx.Node | None] = {}
+        self._symbol_cache: dict[int, Symbol | None] = {}
+        self._optional_cache: dict[int, str] = {}
+
+    # ---- regularity: which expressions are regular (no recursion through them)
+    def rule_regex(self, name: str, visiting: set[str]) -> rx.Node | None:
+        if name in self.regular:
+            return self.regular[name]
+        if name in visiting:
+            return None  # recursive
+        visiting.add(name)
+        node = self.expr_regex(self.rules[name], visiting)
+        visiting.discard(name)
+        self.regular[name] = node
+        return node
+
+    def expr_regex(self, e: Expr, visiting: set[str]) -> rx.Node | None:
+        """The regex of ``e`` if it is regular (and fusion is on), else None."""
+        if isinstance(e, Terminal):
+            return e.regex
+        if not self.fuse:
+            return None
+        if isinstance(e, Ref):
+            self._check_ref(e)
+            return self.rule_regex(e.name, visiting)
+        if isinstance(e, (Seq, Choice)):
+            parts = [self.expr_regex(i, visiting) for i in e.items]
+            if any(p is None for p in parts):
+                return None
+            return rx.concat(*parts) if isinstance(e, Seq) else rx.alt_of(parts)
+        if isinstance(e, Repeat):
+            inner = self.expr_regex(e.item, visiting)
+            return None if inner is None else rx.repeat(inner, e.lo, e.hi)
+        raise TypeError(f"not an expression: {e!r}")
+
+    def _check_ref(self, e: Ref) -> None:
+        if e.name not in self.rules:
+            raise GrammarError(f"undefined rule {e.name!r}", e.location)
+
+    # ---- symbols
+    def lexeme(self, node: rx.Node) -> int:
+        idx = self.lexeme_index.get(node.uid)
+        if idx is None:
+            idx = len(self.lexemes)
+            self.lexemes.append(node)
+            self.lexeme_index[node.uid] = idx
+        return idx
+
+    def helper(self, base: str) -> str:
+        self.helper_count += 1
+        return f"{base}~{self.helper_count}"
+
+    def add(self, lhs: str, rhs: Sequence[Symbol]) -> None:
+        if len(self.productions) >= MAX_PRODUCTIONS:
+            raise LimitExceeded(f"grammar has more than {MAX_PRODUCTIONS} productions")
+        self.productions.append(Production(lhs, tuple(rhs)))
+
+    def regex_symbols(self, node: rx.Node) -> list[Symbol] | None:
+        """Symbols for a regex: [] for ε, None for ∅, an optional helper when nullable."""
+        if node is rx.EMPTY:
+            return None
+        if node is rx.EPS:
+            return []
+        if not node.nullable:
+            return [self.lexeme(node)]
+        name = self._optional_cache.get(node.uid)
+        if name is None:
+            name = self.helper("opt")
+            self._optional_cache[node.uid] = name
+            self.add(name, [])
+            self.add(name, [self.lexeme(rx.nonempty(node))])
+        return [name]
+
+    def sequences(self, e: Expr, ctx: str) -> list[list[Symbol]]:
+        """The alternatives (symbol sequences) of ``e``."""
+        node = self.expr_regex(e, set())
+        if node is not None:
+            syms = self.regex_symbols(node)
+            return [] if syms is None else [syms]
+        if isinstance(e, Choice):
+            out = []
+            for item in e.items:
+                out.extend(self.sequences(item, ctx))
+            return out
+        if isinstance(e, Seq):
+            out_seq: list[Symbol] = []
+            pending: list[rx.Node] = []
+
+            def flush() -> bool:
+                if pending:
+                    syms = self.regex_symbols(rx.concat(*pending))
+                    pending.clear()
+                    if syms is None:
+                        return False
+                    out_seq.extend(syms)
+                return True
+
+            for item in e.items:
+                node = self.expr_regex(item, set())
+                if node is not None:
+                    pending.append(node)
+                    continue
+                if not flush():
+                    return []
+                sym = self.symbol(item, ctx)
+                if sym is None:
+                    return []
+                if sym != "":
+                    out_seq.append(sym)
+            if not flush():
+                return []
+            return [out_seq]
+        sym = self.symbol(e, ctx)
+        if sym is None:
+            return []
+        return [[] if sym == "" else [sym]]
+
+    def symbol(self, e: Expr, ctx: str) -> Symbol | None:
+        """One symbol standing for ``e`` ('' for ε, None for the empty language)."""
+        if isinstance(e, Ref):
+            self._check_ref(e)
+            node = self.expr_regex(e, set())
+            if node is None:
+                return e.name
+        key = id(e)
+        if key in self._symbol_cache:
+            return self._symbol_cache[key]
+        node = self.expr_regex(e, set())
+        if node is not None:
+            syms = self.regex_symbols(node)
+            if syms is None:
+                result: Symbol | None = None
+            elif not syms:
+                result = ""
+            elif len(syms) == 1:
+                result = syms[0]
+            else:
+                result = self._rule_for([syms], ctx)
+        elif isinstance(e, Repeat):
+            result = self._repeat(e, ctx)
+        else:
+            result = self._rule_for(self.sequences(e, ctx), ctx)
+        self._symbol_cache[key] = result
+        return result
+
+    def _rule_for(self, alternatives: list[list[Symbol]], ctx: str) -> Symbol | None:
+        if not alternatives:
+            return None
+        name = self.helper(ctx)
+        for a in alternatives:
+            self.add(name, a)
+        return name
+
+    def _repeat(self, e: Repeat, ctx: str) -> Symbol | None:
+        item = self.symbol(e.item, ctx)
+        if item is None:
+            return "" if e.lo == 0 else None
+        if item == "":
+            return ""
+        name = self.helper(ctx)
+        head = [item] * e.lo
+        if e.hi is None:
+            # name ::= item^lo tail ; tail ::= ε | tail item   (left recursion suits Earley)
+            tail = self.helper(ctx)
+            self.add(tail, [])
+            self.add(tail, [tail, item])
+            self.add(name, head + [tail])
+        else:
+            # name ::= item^lo opt_{hi-lo};  opt_k ::= ε | item opt_{k-1}
+            rest: list[Symbol] = []
+            for _ in range(e.hi - e.lo):
+                opt = self.helper(ctx)
+                self.add(opt, [])
+                self.add(opt, [item] + rest)
+                rest = [opt]
+            self.add(name, head + rest)
+        return name
+
+    # ---- the whole grammar
+    def run(self, start: str, ignore: Sequence[Expr], source: str) -> Grammar:
+        todo = [start]
+        done: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in done:
+                continue
+            done.add(name)
+            before = len(self.productions)
+            for alternative in self.sequences(self.rules[name], name):
+                self.add(name, alternative)
+            for p in self.productions[before:]:
+                for s in p.rhs:
+                    if isinstance(s, str) and s in self.rules and s not in done:
+                        todo.append(s)
+        ignore_ids = []
+        for e in ignore:
+            node = self.expr_regex(e, set()) if self.fuse else (
+                e.regex if isinstance(e, Terminal) else None)
+            if node is None:
+                raise GrammarError("an ignored item must be regular")
+            node = rx.nonempty(node)
+            if node is not rx.EMPTY:
+                ignore_ids.append(self.lexeme(node))
+        productions = _productive(self.productions, start)
+        lexemes = tuple(self.lexemes)
+        return Grammar(tuple(productions), lexemes, start, tuple(ignore_ids),
+                       tuple(rx.to_pattern(n)[:80] for n in lexemes), source)
+
+
+def _productive(productions: list[Production], start: str) -> list[Production]:
+    """Keep the productions that derive a string and are reachable from ``start``."""
+    productive: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for p in productions:
+            if p.lhs not in productive and all(
+                    isinstance(s, int) or s in productive for s in p.rhs):
+                productive.add(p.lhs)
+                changed = True
+    if start not in productive:
+        raise GrammarError("the grammar accepts no string at all")
+    kept = [p for p in productions
+            if p.lhs in productive and all(isinstance(s, int) or s in productive for s in p.rhs)]
+    by_lhs: dict[str, list[Production]] = {}
+    for p in kept:
+        by_lhs.setdefault(p.lhs, []).append(p)
+    reachable = {start}
+    todo = [start]
+    while todo:
+        for p in by_lhs.get(todo.pop(), []):
+            for s in p.rhs:
+                if isinstance(s, str) and s not in reachable:
+                    reachable.add(s)
+                    todo.append(s)
+    seen: set[Production] = set()
+    out = []
+    for p in kept:
+        if p.lhs in reachable and p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out

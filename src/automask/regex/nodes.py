@@ -1,0 +1,299 @@
+"""Byte-level regular expressions as interned nodes, with Brzozowski derivatives.
+
+Every lexeme of a grammar is one of these nodes. Nodes are hash-consed: two
+structurally equal expressions are the same object, so a node *is* a DFA
+state, and a lazy DFA needs no subset construction and no minimization pass.
+Smart constructors simplify as they build (``∅·r = ∅``, ``ε·r = r``, flat
+sorted alternations, byte sets merged), which keeps the derivative automata
+small; with these rules a node's language is empty exactly when the node is
+``EMPTY``, so every other state is live (can still reach acceptance).
+
+Derivatives are computed per *byte class* (bytes that lead to the same
+derivative), so materializing a DFA row costs one derivative per class, not
+256. See Owens, Reppy, Turon, "Regular-expression derivatives reexamined".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+FULL_BITS = (1 << 256) - 1
+
+# Node kinds.
+K_EMPTY, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_REPEAT, K_NONEMPTY = range(7)
+
+
+class Node:
+    """An interned regular expression over bytes. Build with the functions below."""
+
+    __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid",
+                 "_cuts", "_derivs", "__weakref__")
+
+    def __repr__(self) -> str:
+        return f"<Node {to_pattern(self)}>"
+
+
+_intern: dict[tuple, Node] = {}
+_lock = threading.Lock()
+_next_uid = 0
+
+
+def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
+    global _next_uid
+    node = _intern.get(key)
+    if node is not None:
+        return node
+    with _lock:
+        node = _intern.get(key)
+        if node is not None:
+            return node
+        node = Node()
+        node.kind = kind
+        node.a = fields.get("a")
+        node.b = fields.get("b")
+        node.items = fields.get("items", ())
+        node.lo = fields.get("lo", 0)
+        node.hi = fields.get("hi")
+        node.bits = fields.get("bits", 0)
+        node.nullable = nullable
+        node.uid = _next_uid
+        _next_uid += 1
+        node._cuts = None
+        node._derivs = {}
+        _intern[key] = node
+        return node
+
+
+EMPTY = _make(("empty",), K_EMPTY, False)
+EPS = _make(("eps",), K_EPS, True)
+
+
+def byte_set(bits: int) -> Node:
+    """The set of bytes whose bits are set in ``bits`` (bit i = byte i)."""
+    bits &= FULL_BITS
+    if bits == 0:
+        return EMPTY
+    return _make(("bytes", bits), K_BYTES, False, bits=bits)
+
+
+def byte_range(lo: int, hi: int) -> Node:
+    """Bytes ``lo..hi`` inclusive."""
+    return byte_set(((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1))
+
+
+ANY_BYTE = byte_set(FULL_BITS)
+
+
+def literal(data: bytes) -> Node:
+    """The exact byte string ``data``."""
+    return concat(*(byte_set(1 << c) for c in data))
+
+
+def concat(*parts: Node) -> Node:
+    """Concatenation, right-nested and simplified."""
+    result = EPS
+    for part in reversed(parts):
+        result = _concat2(part, result)
+    return result
+
+
+def _concat2(a: Node, b: Node) -> Node:
+    if a is EMPTY or b is EMPTY:
+        return EMPTY
+    if a is EPS:
+        return b
+    if b is EPS:
+        return a
+    if a.kind == K_CONCAT:  # keep concatenations right-nested
+        return _concat2(a.a, _concat2(a.b, b))
+    return _make(("cat", a.uid, b.uid), K_CONCAT, a.nullable and b.nullable, a=a, b=b)
+
+
+def alt(*parts: Node) -> Node:
+    """Alternation: flattened, deduplicated, byte sets merged, sorted by uid."""
+    return alt_of(parts)
+
+
+def alt_of(parts: Iterable[Node]) -> Node:
+    bits = 0
+    members: dict[int, Node] = {}
+    for part in parts:
+        stack = [part]
+        while stack:
+            p = stack.pop()
+            if p.kind == K_ALT:
+                stack.extend(p.items)
+            elif p.kind == K_BYTES:
+                bits |= p.bits
+            elif p is not EMPTY:
+                members[p.uid] = p
+    if bits:
+        bs = byte_set(bits)
+        members[bs.uid] = bs
+    if not members:
+        return EMPTY
+    if len(members) == 1:
+        return next(iter(members.values()))
+    items = tuple(members[k] for k in sorted(members))
+    return _make(("alt",) + tuple(k for k in sorted(members)), K_ALT,
+                 any(m.nullable for m in items), items=items)
+
+
+def repeat(a: Node, lo: int, hi: int | None) -> Node:
+    """``a{lo,hi}``; ``hi=None`` means unbounded."""
+    if hi is not None and hi < lo:
+        raise ValueError(f"repeat bounds {lo}>{hi}")
+    if a.nullable:
+        lo = 0  # empty iterations can make up the minimum
+    if hi == 0 or a is EPS:
+        return EPS
+    if a is EMPTY:
+        return EPS if lo == 0 else EMPTY
+    if lo == 1 and hi == 1:
+        return a
+    return _make(("rep", a.uid, lo, hi), K_REPEAT, lo == 0, a=a, lo=lo, hi=hi)
+
+
+def star(a: Node) -> Node:
+    return repeat(a, 0, None)
+
+
+def plus(a: Node) -> Node:
+    return repeat(a, 1, None)
+
+
+def optional(a: Node) -> Node:
+    return alt(a, EPS)
+
+
+def nonempty(a: Node) -> Node:
+    """The language of ``a`` without the empty string."""
+    if not a.nullable:
+        return a
+    if a is EPS:
+        return EMPTY
+    return _make(("ne", a.uid), K_NONEMPTY, False, a=a)
+
+
+def derive(node: Node, byte: int) -> Node:
+    """The derivative of ``node`` by one byte (memoized on the node)."""
+    d = node._derivs.get(byte)
+    if d is not None:
+        return d
+    k = node.kind
+    if k == K_BYTES:
+        d = EPS if (node.bits >> byte) & 1 else EMPTY
+    elif k == K_CONCAT:
+        d = _concat2(derive(node.a, byte), node.b)
+        if node.a.nullable:
+            d = alt(d, derive(node.b, byte))
+    elif k == K_ALT:
+        d = alt_of(derive(m, byte) for m in node.items)
+    elif k == K_REPEAT:
+        hi = None if node.hi is None else node.hi - 1
+        d = _concat2(derive(node.a, byte), repeat(node.a, max(node.lo - 1, 0), hi))
+    elif k == K_NONEMPTY:
+        d = derive(node.a, byte)
+    else:  # EMPTY, EPS
+        d = EMPTY
+    node._derivs[byte] = d
+    return d
+
+
+def class_starts(node: Node) -> int:
+    """Bitmask of the first byte of each derivative class of ``node``.
+
+    Bytes in one run between set bits share one derivative.
+    """
+    c = node._cuts
+    if c is not None:
+        return c
+    k = node.kind
+    if k == K_BYTES:
+        c = ((node.bits ^ (node.bits << 1)) & FULL_BITS) | 1
+    elif k == K_CONCAT:
+        c = class_starts(node.a)
+        if node.a.nullable:
+            c |= class_starts(node.b)
+    elif k == K_ALT:
+        c = 1
+        for m in node.items:
+            c |= class_starts(m)
+    elif k in (K_REPEAT, K_NONEMPTY):
+        c = class_starts(node.a)
+    else:
+        c = 1
+    node._cuts = c
+    return c
+
+
+def class_runs(starts: int) -> list[tuple[int, int]]:
+    """Turn a class-start bitmask into ``(first, last)`` byte runs covering 0..255."""
+    firsts = [i for i in range(256) if (starts >> i) & 1]
+    return [(f, (firsts[j + 1] - 1) if j + 1 < len(firsts) else 255)
+            for j, f in enumerate(firsts)]
+
+
+def matches(node: Node, data: bytes) -> bool:
+    """Whether ``node`` matches all of ``data`` (a reference check, not a hot path)."""
+    for byte in data:
+        node = derive(node, byte)
+        if node is EMPTY:
+            return False
+    return node.nullable
+
+
+def first_bytes(node: Node) -> int:
+    """Bitmask of the bytes that can start a non-empty match."""
+    bits = 0
+    for lo, hi in class_runs(class_starts(node)):
+        if derive(node, lo) is not EMPTY:
+            bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+    return bits
+
+
+def _bytes_pattern(bits: int) -> str:
+    if bits == FULL_BITS:
+        return "\\C"
+    runs = [(lo, hi) for lo, hi in class_runs(((bits ^ (bits << 1)) & FULL_BITS) | 1)
+            if (bits >> lo) & 1]
+    if len(runs) == 1 and runs[0][0] == runs[0][1]:
+        return _byte_repr(runs[0][0])
+    inner = "".join(_byte_repr(lo) if lo == hi else f"{_byte_repr(lo)}-{_byte_repr(hi)}"
+                    for lo, hi in runs)
+    return f"[{inner}]"
+
+
+def _byte_repr(b: int) -> str:
+    ch = chr(b)
+    if 0x20 < b < 0x7F and ch not in "\\[]()|*+?{}.^$-":
+        return ch
+    return f"\\x{b:02x}"
+
+
+def to_pattern(node: Node) -> str:
+    """A readable regex-like rendering, for error messages and debugging."""
+    k = node.kind
+    if k == K_EMPTY:
+        return "∅"
+    if k == K_EPS:
+        return "ε"
+    if k == K_BYTES:
+        return _bytes_pattern(node.bits)
+    if k == K_CONCAT:
+        parts = []
+        while node.kind == K_CONCAT:
+            parts.append(node.a)
+            node = node.b
+        parts.append(node)
+        return "".join(f"({to_pattern(p)})" if p.kind == K_ALT else to_pattern(p) for p in parts)
+    if k == K_ALT:
+        return "|".join(to_pattern(m) for m in node.items)
+    inner = to_pattern(node.a)
+    if node.a.kind in (K_CONCAT, K_ALT):
+        inner = f"({inner})"
+    if k == K_NONEMPTY:
+        return f"nonempty({inner})"
+    hi = "" if node.hi is None else str(node.hi)
+    return f"{inner}{{{node.lo},{hi}}}"
