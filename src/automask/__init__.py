@@ -1,5 +1,12 @@
-"""automask: compile a constraint into automata, and automata into token masks."""
+"""automask: compile a constraint into automata, and automata into token masks.
 
+Validity is guaranteed (every output the masks allow parses); truth and task
+success are not: a grammar cannot make a model right.
+"""
+
+from automask.bitmask import allocate_bitmask, apply_bitmask, unpack_bitmask
+from automask.engine.compiled import CompiledGrammar, Limits, compile
+from automask.engine.matcher import Matcher
 from automask.errors import (
     AutomaskError,
     GrammarError,
@@ -10,13 +17,26 @@ from automask.errors import (
 )
 from automask.grammar.ir import Grammar
 
+try:  # the vocabulary layer
+    from automask.vocab import Vocabulary
+except ImportError:  # pragma: no cover - during development only
+    Vocabulary = None  # type: ignore[assignment,misc]
+
 __all__ = [
     "AutomaskError",
+    "CompiledGrammar",
     "Grammar",
     "GrammarError",
+    "Limits",
     "LimitExceeded",
+    "Matcher",
     "NoLegalContinuation",
     "UnsupportedFeature",
+    "Vocabulary",
     "VocabularyError",
+    "allocate_bitmask",
+    "apply_bitmask",
+    "compile",
+    "unpack_bitmask",
 ]
 __version__ = "0.1.0"

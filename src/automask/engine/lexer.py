@@ -1,0 +1,136 @@
+"""The lexer: one lazy DFA over the union of a grammar's lexemes.
+
+A lexer state is the set of ``(lexeme, regex node)`` pairs still alive, i.e.
+the lexemes the parser allowed here and how far into each one the text has
+gone. States are interned to small ints; a state's row of 256 transitions is
+materialized on first use (one derivative per byte class) and then lives both
+in Python lists (for stepping one byte from Python) and in a NumPy table (for
+vectorized passes over a whole vocabulary). State 0 is the dead state.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from automask.errors import LimitExceeded
+from automask.regex import nodes as rx
+
+DEAD = 0
+
+
+class LexerDFA:
+    """Lazily built DFA whose states are sets of live (lexeme, regex) pairs."""
+
+    def __init__(self, lexemes: tuple[rx.Node, ...], max_states: int = 200_000):
+        self.lexemes = lexemes
+        self.max_states = max_states
+        self._ids: dict[tuple, int] = {}
+        self.members: list[tuple[tuple[int, rx.Node], ...]] = []
+        self.accepts: list[tuple[int, ...]] = []  # lexemes that may end in this state
+        self.rows: list[list[int] | None] = []
+        self.live_bytes: list[int] = []  # bitmask of bytes with a live transition (-1: unknown)
+        self._lock = threading.RLock()
+        cap = 64
+        self.table = np.zeros((cap, 256), dtype=np.int32)
+        self.known = np.zeros(cap, dtype=bool)
+        self.accepting = np.zeros(cap, dtype=bool)
+        self._start_cache: dict[tuple[int, ...], int] = {}
+        dead = self._intern(())
+        assert dead == DEAD
+        self.rows[DEAD] = [DEAD] * 256
+        self.known[DEAD] = True
+        self.live_bytes[DEAD] = 0
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def _intern(self, members: tuple[tuple[int, rx.Node], ...]) -> int:
+        key = tuple((lex, node.uid) for lex, node in members)
+        sid = self._ids.get(key)
+        if sid is not None:
+            return sid
+        with self._lock:
+            sid = self._ids.get(key)
+            if sid is not None:
+                return sid
+            sid = len(self.members)
+            if sid >= self.max_states:
+                raise LimitExceeded(f"lexer automaton exceeds {self.max_states} states")
+            if sid >= len(self.known):
+                self._grow()
+            self.members.append(members)
+            acc = tuple(lex for lex, node in members if node.nullable)
+            self.accepts.append(acc)
+            self.accepting[sid] = bool(acc)
+            self.rows.append(None)
+            self.live_bytes.append(-1)
+            self._ids[key] = sid
+            return sid
+
+    def _grow(self) -> None:
+        cap = len(self.known) * 2
+        table = np.zeros((cap, 256), dtype=np.int32)
+        table[: len(self.table)] = self.table
+        known = np.zeros(cap, dtype=bool)
+        known[: len(self.known)] = self.known
+        accepting = np.zeros(cap, dtype=bool)
+        accepting[: len(self.accepting)] = self.accepting
+        self.table, self.known, self.accepting = table, known, accepting
+
+    def start(self, lexeme_ids: tuple[int, ...]) -> int:
+        """The state at the start of any of ``lexeme_ids`` (sorted, distinct)."""
+        sid = self._start_cache.get(lexeme_ids)
+        if sid is None:
+            sid = self._intern(tuple((lex, self.lexemes[lex]) for lex in lexeme_ids))
+            self._start_cache[lexeme_ids] = sid
+        return sid
+
+    def row(self, sid: int) -> list[int]:
+        """The 256 successor states of ``sid`` (materialized on first use)."""
+        r = self.rows[sid]
+        if r is not None:
+            return r
+        with self._lock:
+            r = self.rows[sid]
+            if r is not None:
+                return r
+            members = self.members[sid]
+            starts = 1
+            for _, node in members:
+                starts |= rx.class_starts(node)
+            r = [DEAD] * 256
+            live = 0
+            for lo, hi in rx.class_runs(starts):
+                nxt = tuple((lex, d) for lex, node in members
+                            if (d := rx.derive(node, lo)) is not rx.EMPTY)
+                target = self._intern(nxt) if nxt else DEAD
+                if target != DEAD:
+                    r[lo: hi + 1] = [target] * (hi - lo + 1)
+                    live |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+            self.table[sid] = r
+            self.known[sid] = True
+            self.live_bytes[sid] = live
+            self.rows[sid] = r
+            return r
+
+    def step(self, sid: int, byte: int) -> int:
+        r = self.rows[sid]
+        if r is None:
+            r = self.row(sid)
+        return r[byte]
+
+    def can_continue(self, sid: int) -> bool:
+        live = self.live_bytes[sid]
+        if live < 0:
+            self.row(sid)
+            live = self.live_bytes[sid]
+        return live != 0
+
+    def ensure_rows(self, states: np.ndarray) -> None:
+        """Materialize the rows of every state in ``states`` (for vectorized passes)."""
+        unknown = states[~self.known[states]]
+        if unknown.size:
+            for sid in np.unique(unknown).tolist():
+                self.row(sid)

@@ -1,0 +1,208 @@
+"""The Matcher: the state of one sequence being decoded under a grammar."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from automask.engine.compiled import CompiledGrammar
+from automask.engine.state import Config
+from automask.errors import NoLegalContinuation, VocabularyError
+
+
+class Matcher:
+    """Tracks one sequence: masks, token acceptance, rollback and fork.
+
+    The state is a stack of interned configurations (one per accepted
+    token), so ``rollback`` is a pop and ``fork`` a list copy. Many matchers
+    may share one :class:`CompiledGrammar`; a single matcher is not meant to
+    be used from two threads at once.
+    """
+
+    __slots__ = ("compiled", "_history", "_terminated", "_runtime", "_tokens")
+
+    def __init__(self, compiled: CompiledGrammar):
+        self.compiled = compiled
+        self._runtime = compiled.runtime
+        self._tokens = compiled.vocab.tokens
+        self._history: list[Config] = [self._runtime.initial]
+        self._terminated: list[bool] = [False]
+
+    # ---- state
+    @property
+    def config(self) -> Config:
+        return self._history[-1]
+
+    def is_accepting(self) -> bool:
+        """Whether the output so far is a complete string of the language."""
+        return self._history[-1].accepting
+
+    def is_terminated(self) -> bool:
+        """Whether an EOS token has been accepted."""
+        return self._terminated[-1]
+
+    def reset(self) -> None:
+        del self._history[1:]
+        del self._terminated[1:]
+
+    def fork(self) -> Matcher:
+        """An independent copy (for beams, speculation)."""
+        other = Matcher.__new__(Matcher)
+        other.compiled = self.compiled
+        other._runtime = self._runtime
+        other._tokens = self._tokens
+        other._history = list(self._history)
+        other._terminated = list(self._terminated)
+        return other
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self._history) - 1
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` accepted tokens."""
+        if n < 0 or n > len(self._history) - 1:
+            raise ValueError(f"cannot roll back {n} tokens; {len(self._history) - 1} accepted")
+        if n:
+            del self._history[-n:]
+            del self._terminated[-n:]
+
+    # ---- tokens
+    def _check_id(self, token_id: int) -> None:
+        if not 0 <= token_id < self.compiled.vocab.size:
+            raise VocabularyError(
+                f"token id {token_id} is out of range [0, {self.compiled.vocab.size})")
+
+    def try_token(self, token_id: int) -> Config | None:
+        """The configuration after ``token_id``, or None if it is not allowed (no change)."""
+        self._check_id(token_id)
+        if self._terminated[-1]:
+            return None
+        config = self._history[-1]
+        if self.compiled.is_eos(token_id):
+            return config if config.accepting else None
+        if token_id in self.compiled.vocab.special_ids or token_id >= len(self._tokens):
+            return None
+        data = self._tokens[token_id]
+        if not data:
+            return None
+        after = self._runtime.advance(config, data)
+        return None if after is self._runtime.dead else after
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance on an allowed token; return False (state unchanged) otherwise."""
+        after = self.try_token(token_id)
+        if after is None:
+            return False
+        self._history.append(after)
+        self._terminated.append(self.compiled.is_eos(token_id))
+        return True
+
+    def accept_tokens(self, token_ids: Iterable[int]) -> int:
+        """Accept tokens in order until one is refused; return how many were accepted."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes as one step (rollback counts it as one token)."""
+        if self._terminated[-1]:
+            return False
+        after = self._runtime.advance(self._history[-1], data)
+        if after is self._runtime.dead:
+            return False
+        self._history.append(after)
+        self._terminated.append(False)
+        return True
+
+    # ---- masks
+    def mask_words(self) -> np.ndarray:
+        """The packed mask (uint32 words, read-only, shared: do not modify)."""
+        if self._terminated[-1]:
+            return self.compiled.masks.eos_words
+        words = self.compiled.masks.mask(self._history[-1])
+        if not self._history[-1].accepting and not words.any():
+            raise NoLegalContinuation(
+                "no token can continue the output here (the vocabulary cannot spell what the "
+                "grammar needs next)")
+        return words
+
+    def fill_bitmask(self, bitmask, index: int = 0) -> None:
+        """Write the allowed tokens into ``bitmask`` (int32, ``(batch, ceil(size/32))`` or 1-D).
+
+        Token ``t`` is bit ``t % 32`` of word ``t // 32``; EOS is allowed exactly
+        when the output so far is accepted. Accepts NumPy arrays and CPU torch tensors.
+        """
+        row = np.asarray(bitmask)
+        if row.ndim == 2:
+            row = row[index]
+        words = self.mask_words()
+        if row.shape[0] < words.shape[0]:
+            raise ValueError(f"bitmask row has {row.shape[0]} words, needs {words.shape[0]}")
+        row[: words.shape[0]] = words.view(np.int32)
+        row[words.shape[0]:] = 0
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """The allowed token ids, ascending (for inspection and tests)."""
+        bits = np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.compiled.vocab.size])
+
+    def is_allowed(self, token_id: int) -> bool:
+        words = self.mask_words()
+        return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
+
+    # ---- forcing
+    def forced_bytes(self) -> bytes:
+        """The bytes every continuation must start with (empty at a choice or an accept)."""
+        runtime = self._runtime
+        config = self._history[-1]
+        out = bytearray()
+        limit = self.compiled.limits.max_forced_bytes
+        while not config.accepting and len(out) < limit:
+            live = runtime.live_bytes(config)
+            if live == 0 or live & (live - 1):
+                break
+            byte = live.bit_length() - 1
+            out.append(byte)
+            config = runtime.step(config, byte)
+        return bytes(out)
+
+    def forced_tokens(self, max_tokens: int = 64) -> list[int]:
+        """The tokens the grammar forces next (possibly none), without accepting them.
+
+        Forced bytes are encoded the way the model's tokenizer would encode
+        them when the vocabulary can encode; the last token is held back while
+        more text may follow (it could merge with what comes next). Where
+        nothing encodes, or encoding gives nothing safe, a mask with a single
+        legal token forces that token.
+        """
+        probe = self.fork()
+        out: list[int] = []
+        vocab = self.compiled.vocab
+        while len(out) < max_tokens and not probe.is_terminated():
+            tokens: list[int] = []
+            data = probe.forced_bytes()
+            if data and getattr(vocab, "can_encode", False):
+                text = data.decode("utf-8", errors="ignore")
+                cut = len(text.encode("utf-8"))
+                ends_here = cut == len(data) and not probe._runtime.advance(
+                    probe.config, data).threads
+                tokens = vocab.encode(text) if text else []
+                if not ends_here:
+                    tokens = tokens[:-1]
+            if not tokens:
+                if probe.is_accepting():
+                    break
+                allowed = probe.allowed_token_ids()
+                if len(allowed) != 1:
+                    break
+                tokens = [int(allowed[0])]
+            accepted = probe.accept_tokens(tokens[: max_tokens - len(out)])
+            out.extend(tokens[:accepted])
+            if accepted < len(tokens) or accepted == 0:
+                break
+        return out

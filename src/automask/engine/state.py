@@ -1,0 +1,122 @@
+"""Parser+lexer configurations: the whole state of one sequence, interned.
+
+A configuration is a set of *threads*. A thread is a lexeme in progress: the
+Earley set it started from and the lexer state reached since. Lexing is
+non-deterministic: when a lexeme may end but could also go on, both futures
+are kept, so every way of splitting the text into lexemes is explored and
+the language is exactly the grammar's. Configurations are interned and their
+byte transitions memoized, so after warm-up a step is a list lookup per byte.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from automask.engine.earley import EarleySet, Parser
+from automask.engine.lexer import DEAD as LEX_DEAD
+from automask.engine.lexer import LexerDFA
+
+
+class Config:
+    """An interned configuration; compare by identity."""
+
+    __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "__weakref__")
+
+    def __repr__(self) -> str:
+        ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in self.threads)
+        return f"<Config #{self.uid} [{ts}]{' accepting' if self.accepting else ''}>"
+
+    @property
+    def dead(self) -> bool:
+        return not self.threads and not self.accepting
+
+
+class Runtime:
+    """Interns configurations and computes their byte transitions."""
+
+    def __init__(self, lexer: LexerDFA, parser: Parser, max_configs: int = 500_000):
+        self.lexer = lexer
+        self.parser = parser
+        self.ignore = frozenset(parser.ignore)
+        self.max_configs = max_configs
+        self._configs: dict[tuple, Config] = {}
+        self._lock = threading.Lock()
+        self._uid = 0
+        self.dead = self.intern((), False)
+        init = parser.initial
+        self.initial = self.intern(((init, init.lexer_start),) if init.lexemes else (),
+                                   init.accepting)
+
+    def intern(self, threads, accepting: bool) -> Config:
+        threads = tuple(sorted(set(threads), key=lambda t: (t[0].uid, t[1])))
+        key = (tuple((s.uid, ls) for s, ls in threads), accepting)
+        c = self._configs.get(key)
+        if c is not None:
+            return c
+        with self._lock:
+            c = self._configs.get(key)
+            if c is not None:
+                return c
+            if len(self._configs) >= self.max_configs:
+                self._configs.clear()  # bounded cache; live configs stay valid objects
+            c = Config()
+            c.uid = self._uid
+            self._uid += 1
+            c.threads = threads
+            c.accepting = accepting
+            c.next = [None] * 256
+            c.live_bytes = -1
+            self._configs[key] = c
+            return c
+
+    def step(self, config: Config, byte: int) -> Config:
+        """The configuration after one more byte (``self.dead`` if none survives)."""
+        nxt = config.next[byte]
+        if nxt is not None:
+            return nxt
+        lexer = self.lexer
+        threads: list[tuple[EarleySet, int]] = []
+        completions: list[tuple[EarleySet, int]] = []
+        accepting = False
+        for origin, ls in config.threads:
+            ls2 = lexer.step(ls, byte)
+            if ls2 == LEX_DEAD:
+                continue
+            if lexer.can_continue(ls2):
+                threads.append((origin, ls2))
+            for lex in lexer.accepts[ls2]:
+                if lex in self.ignore:
+                    # ignored text belongs to no item: go on from the same set
+                    threads.append((origin, origin.lexer_start))
+                    accepting = accepting or origin.accepting
+                else:
+                    completions.append((origin, lex))
+        if completions:
+            new_set = self.parser.complete(frozenset(completions))
+            if new_set.lexemes:
+                threads.append((new_set, new_set.lexer_start))
+            accepting = accepting or new_set.accepting
+        nxt = self.intern(threads, accepting) if threads or accepting else self.dead
+        config.next[byte] = nxt
+        return nxt
+
+    def advance(self, config: Config, data: bytes) -> Config:
+        """The configuration after ``data`` (``self.dead`` as soon as nothing survives)."""
+        dead = self.dead
+        for byte in data:
+            nxt = config.next[byte]
+            config = nxt if nxt is not None else self.step(config, byte)
+            if config is dead:
+                return dead
+        return config
+
+    def live_bytes(self, config: Config) -> int:
+        """Bitmask of the bytes that keep ``config`` alive."""
+        live = config.live_bytes
+        if live < 0:
+            live = 0
+            for _, ls in config.threads:
+                self.lexer.can_continue(ls)  # materializes the row
+                live |= self.lexer.live_bytes[ls]
+            config.live_bytes = live
+        return live

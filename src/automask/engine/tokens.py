@@ -1,0 +1,166 @@
+"""Token sets as byte matrices, and the vectorized lexer pass over them.
+
+The vocabulary's distinct byte strings are sorted lexicographically and
+stored as one flat byte buffer with offsets, so tokens that share a prefix
+are neighbours. A *child* set holds the suffixes, after a common prefix
+``p``, of the tokens that start with ``p``; it shares the parent's buffer.
+
+:func:`scan` runs one lexer state over a whole token set with NumPy, one
+byte column at a time (only the tokens still alive take part), and returns
+
+* the tokens consumed entirely without any lexeme ending strictly inside
+  them ("inside" tokens: they depend on the lexer state alone), and
+* the *crossing* groups: for each prefix ``p`` after which some lexeme may
+  end while the token goes on, the child set of the suffixes. Whether those
+  are allowed depends on the parser, so the mask computation decides them.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from automask.engine.lexer import LexerDFA
+
+_uids = itertools.count()
+
+
+class TokenSet:
+    """Byte strings sharing one flat buffer; ``root_rows`` maps rows to the root set."""
+
+    __slots__ = ("uid", "flat", "offsets", "lengths", "root_rows", "parent_rows", "n", "maxlen",
+                 "_children")
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+                 root_rows: np.ndarray, parent_rows: np.ndarray | None):
+        self.uid = next(_uids)
+        self.flat = flat
+        self.offsets = offsets
+        self.lengths = lengths
+        self.root_rows = root_rows
+        self.parent_rows = parent_rows
+        self.n = len(offsets)
+        self.maxlen = int(lengths.max()) if self.n else 0
+        self._children: dict[bytes, TokenSet] = {}
+
+    def child(self, prefix: bytes, rows: np.ndarray) -> TokenSet:
+        """The suffixes after ``prefix`` of ``rows`` (all tokens with that prefix, longer)."""
+        c = self._children.get(prefix)
+        if c is None:
+            k = len(prefix)
+            c = TokenSet(self.flat, self.offsets[rows] + k, self.lengths[rows] - k,
+                         self.root_rows[rows], rows)
+            self._children[prefix] = c
+        return c
+
+    def row_bytes(self, row: int) -> bytes:
+        o = int(self.offsets[row])
+        return self.flat[o: o + int(self.lengths[row])].tobytes()
+
+
+class RootTokens(TokenSet):
+    """The distinct byte strings of a vocabulary's ordinary tokens, with their ids."""
+
+    __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids")
+
+    def __init__(self, token_bytes: list[bytes], excluded: set[int], size: int):
+        by_bytes: dict[bytes, list[int]] = {}
+        for tid, data in enumerate(token_bytes):
+            if data and tid not in excluded:
+                by_bytes.setdefault(data, []).append(tid)
+        strings = sorted(by_bytes)
+        lengths = np.fromiter((len(s) for s in strings), dtype=np.int64, count=len(strings))
+        offsets = np.zeros(len(strings), dtype=np.int64)
+        if len(strings) > 1:
+            np.cumsum(lengths[:-1], out=offsets[1:])
+        flat = np.frombuffer(b"".join(strings) + b"\0", dtype=np.uint8)
+        n = len(strings)
+        super().__init__(flat, offsets, lengths.astype(np.int32), np.arange(n, dtype=np.int64),
+                         None)
+        self.size = size
+        # Every id of each row, grouped: ids_sorted[id_starts[r]:id_starts[r+1]].
+        counts = np.fromiter((len(by_bytes[s]) for s in strings), dtype=np.int64, count=n)
+        self.id_starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.id_starts[1:])
+        self.ids_sorted = np.fromiter(itertools.chain.from_iterable(by_bytes[s] for s in strings),
+                                      dtype=np.int64, count=int(self.id_starts[-1]))
+        self.row_of_id = np.full(size, -1, dtype=np.int64)
+        self.row_of_id[self.ids_sorted] = np.repeat(np.arange(n), counts)
+        self.valid_ids = self.ids_sorted.copy()
+
+    def ids_for_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Every token id whose bytes are one of ``rows``."""
+        if rows.size == 0:
+            return rows.astype(np.int64)
+        starts = self.id_starts[rows]
+        counts = self.id_starts[rows + 1] - starts
+        if np.all(counts == 1):
+            return self.ids_sorted[starts]
+        return np.concatenate([self.ids_sorted[s:e] for s, e in
+                               zip(starts.tolist(), (starts + counts).tolist())])
+
+    def pack_rows(self, allowed_rows: np.ndarray) -> np.ndarray:
+        """A packed uint32 bitmask over token ids from a boolean array over rows."""
+        allowed = np.zeros(self.size, dtype=bool)
+        allowed[self.valid_ids] = allowed_rows[self.row_of_id[self.valid_ids]]
+        return pack_bool(allowed)
+
+
+def pack_bool(allowed: np.ndarray) -> np.ndarray:
+    """Bool array over ids → uint32 words, bit ``t % 32`` of word ``t // 32``."""
+    nwords = (len(allowed) + 31) // 32
+    padded = np.zeros(nwords * 32, dtype=bool)
+    padded[: len(allowed)] = allowed
+    return np.packbits(padded, bitorder="little").view("<u4").astype(np.uint32, copy=False)
+
+
+def scan(tokens: TokenSet, lexer: LexerDFA, start: int
+         ) -> tuple[np.ndarray, list[tuple[bytes, TokenSet]]]:
+    """Run lexer state ``start`` over every token; see the module docstring."""
+    inside = np.zeros(tokens.n, dtype=bool)
+    crossing: list[tuple[bytes, TokenSet]] = []
+    if tokens.n == 0:
+        return inside, crossing
+    idx = np.arange(tokens.n)
+    offsets, lengths, flat = tokens.offsets, tokens.lengths, tokens.flat
+    lexer.row(start)
+    # Column 0 from one state: a row lookup instead of a gather per token.
+    st = np.asarray(lexer.rows[start], dtype=np.int32)[flat[offsets]]
+    j = 0
+    while True:
+        alive = st != 0
+        if not alive.all():
+            idx, st = idx[alive], st[alive]
+        if idx.size == 0:
+            break
+        done = lengths[idx] == j + 1
+        if done.any():
+            inside[idx[done]] = True
+            keep = ~done
+            idx, st = idx[keep], st[keep]
+            if idx.size == 0:
+                break
+        acc = lexer.accepting[st]
+        if acc.any():
+            crossing.extend(_groups(tokens, idx[acc], j + 1))
+        j += 1
+        lexer.ensure_rows(st)
+        st = lexer.table[st, flat[offsets[idx] + j]]
+    return inside, crossing
+
+
+def _groups(tokens: TokenSet, rows: np.ndarray, k: int) -> list[tuple[bytes, TokenSet]]:
+    """Split ``rows`` (lexicographically ordered) by their first ``k`` bytes."""
+    prefixes = tokens.flat[tokens.offsets[rows][:, None] + np.arange(k)]
+    if len(rows) == 1:
+        starts = [0]
+    else:
+        differs = np.any(prefixes[1:] != prefixes[:-1], axis=1)
+        starts = [0] + (np.flatnonzero(differs) + 1).tolist()
+    bounds = starts + [len(rows)]
+    out = []
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        p = prefixes[s].tobytes()
+        out.append((p, tokens.child(p, rows[s:e])))
+    return out
