@@ -4,10 +4,12 @@ mask(config) = OR over its threads of inside(lexer state)       (cached per lexe
              | tokens that cross a lexeme boundary and survive   (decided by the parser)
              | EOS, when the configuration accepts.
 
-Crossing tokens are grouped by the prefix ``p`` after which a lexeme may
-end; the configuration after ``p`` is one memoized :meth:`Runtime.advance`,
-and the group's suffixes are decided by the same computation, recursively,
-on the (much smaller) child token set. Whole masks are cached per
+Crossing tokens are grouped by the lexer state in which a lexeme may first
+end inside them; the configuration after that point is one memoized parser
+step (:meth:`Runtime.after_thread`), and the group's suffixes are decided by
+the same computation, recursively, on the (much smaller) child token set.
+Threads are treated one at a time: the mask is a union over paths, and a
+path starts in exactly one thread. Whole masks are cached per
 configuration, so revisited configurations cost a dictionary lookup.
 All caches are bounded (oldest entries dropped first).
 """
@@ -77,39 +79,30 @@ class MaskComputer:
             return found[1]
         words = np.zeros(self.nwords, dtype=np.uint32)
         crossing_rows: list[np.ndarray] = []
-        seen: set[int] = set()
-        for _, ls in config.threads:
+        for origin, ls in config.threads:
             packed, crossing = self.root_scan(ls)
             words |= packed
-            self._crossing(config, crossing, seen, crossing_rows, None)
+            for state, child in crossing:
+                allowed = self._decide(origin, state, child)
+                if allowed is not None:
+                    crossing_rows.append(child.root_rows[allowed])
         if crossing_rows:
-            rows = np.unique(np.concatenate(crossing_rows))
-            ids = self.root.ids_for_rows(rows)
-            np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+            ids = self.root.ids_for_rows(np.unique(np.concatenate(crossing_rows)))
+            np.bitwise_or.at(words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31)
+                                                            .astype(np.uint32)))
         if config.accepting:
             words |= self.eos_words
         words.setflags(write=False)
         self._masks.put(config.uid, (config, words))
         return words
 
-    def _crossing(self, config: Config, crossing, seen: set[int], out_rows: list,
-                  out_bool: np.ndarray | None) -> None:
-        """Resolve crossing groups of ``config``: root rows into ``out_rows`` or local bools."""
-        runtime = self.runtime
-        dead = runtime.dead
-        for prefix, child in crossing:
-            if child.uid in seen:
-                continue
-            seen.add(child.uid)
-            after = runtime.advance(config, prefix)
-            if after is dead:
-                continue
-            allowed = self.allowed(after, child)
-            if out_bool is None:
-                if allowed.any():
-                    out_rows.append(child.root_rows[allowed])
-            else:
-                out_bool[child.parent_rows[allowed]] = True
+    def _decide(self, origin, state: int, child: TokenSet) -> np.ndarray | None:
+        """Which suffixes of a crossing group survive, after the lexeme end in ``state``."""
+        after = self.runtime.after_thread(origin, state)
+        if after is self.runtime.dead:
+            return None
+        allowed = self.allowed(after, child)
+        return allowed if allowed.any() else None
 
     def allowed(self, config: Config, tokens: TokenSet) -> np.ndarray:
         """Which rows of a child token set ``config`` accepts (bool array)."""
@@ -118,11 +111,13 @@ class MaskComputer:
         if found is not None and found[0] is config:
             return found[1]
         result = np.zeros(tokens.n, dtype=bool)
-        seen: set[int] = set()
-        for _, ls in config.threads:
+        for origin, ls in config.threads:
             inside, crossing = self.sub_scan(tokens, ls)
             result |= inside
-            self._crossing(config, crossing, seen, [], result)
+            for state, child in crossing:
+                allowed = self._decide(origin, state, child)
+                if allowed is not None:
+                    result[child.parent_rows[allowed]] = True
         self._sub.put(key, (config, result))
         return result
 

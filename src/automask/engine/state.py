@@ -40,6 +40,7 @@ class Runtime:
         self.ignore = frozenset(parser.ignore)
         self.max_configs = max_configs
         self._configs: dict[tuple, Config] = {}
+        self._after: dict[tuple[int, int], tuple[EarleySet, Config]] = {}
         self._lock = threading.Lock()
         self._uid = 0
         self.dead = self.intern((), False)
@@ -75,16 +76,29 @@ class Runtime:
         if nxt is not None:
             return nxt
         lexer = self.lexer
+        moved = []
+        for origin, ls in config.threads:
+            ls2 = lexer.step(ls, byte)
+            if ls2 != LEX_DEAD:
+                moved.append((origin, ls2))
+        nxt = self.resolve(moved)
+        config.next[byte] = nxt
+        return nxt
+
+    def resolve(self, moved: list[tuple[EarleySet, int]]) -> Config:
+        """The configuration of threads that have just reached the given lexer states.
+
+        A thread whose lexer state may end a lexeme completes it in the parser
+        (and, non-deterministically, also goes on if the lexer state can).
+        """
+        lexer = self.lexer
         threads: list[tuple[EarleySet, int]] = []
         completions: list[tuple[EarleySet, int]] = []
         accepting = False
-        for origin, ls in config.threads:
-            ls2 = lexer.step(ls, byte)
-            if ls2 == LEX_DEAD:
-                continue
-            if lexer.can_continue(ls2):
-                threads.append((origin, ls2))
-            for lex in lexer.accepts[ls2]:
+        for origin, ls in moved:
+            if lexer.can_continue(ls):
+                threads.append((origin, ls))
+            for lex in lexer.accepts[ls]:
                 if lex in self.ignore:
                     # ignored text belongs to no item: go on from the same set
                     threads.append((origin, origin.lexer_start))
@@ -96,9 +110,18 @@ class Runtime:
             if new_set.lexemes:
                 threads.append((new_set, new_set.lexer_start))
             accepting = accepting or new_set.accepting
-        nxt = self.intern(threads, accepting) if threads or accepting else self.dead
-        config.next[byte] = nxt
-        return nxt
+        return self.intern(threads, accepting) if threads or accepting else self.dead
+
+    def after_thread(self, origin: EarleySet, ls: int) -> Config:
+        """:meth:`resolve` for one thread, memoized."""
+        key = (origin.uid, ls)
+        found = self._after.get(key)
+        if found is None or found[0] is not origin:
+            if len(self._after) >= self.max_configs:
+                self._after.clear()
+            found = (origin, self.resolve([(origin, ls)]))
+            self._after[key] = found
+        return found[1]
 
     def advance(self, config: Config, data: bytes) -> Config:
         """The configuration after ``data`` (``self.dead`` as soon as nothing survives)."""

@@ -1,18 +1,18 @@
 """Token sets as byte matrices, and the vectorized lexer pass over them.
 
-The vocabulary's distinct byte strings are sorted lexicographically and
-stored as one flat byte buffer with offsets, so tokens that share a prefix
-are neighbours. A *child* set holds the suffixes, after a common prefix
-``p``, of the tokens that start with ``p``; it shares the parent's buffer.
+The vocabulary's distinct byte strings are stored as one flat byte buffer
+with offsets. A *child* set holds suffixes of some of its parent's tokens
+(each after its own number of bytes) and shares the parent's buffer.
 
 :func:`scan` runs one lexer state over a whole token set with NumPy, one
 byte column at a time (only the tokens still alive take part), and returns
 
 * the tokens consumed entirely without any lexeme ending strictly inside
   them ("inside" tokens: they depend on the lexer state alone), and
-* the *crossing* groups: for each prefix ``p`` after which some lexeme may
-  end while the token goes on, the child set of the suffixes. Whether those
-  are allowed depends on the parser, so the mask computation decides them.
+* the *crossing* groups: tokens in which some lexeme may end strictly
+  inside, grouped by the lexer state at the first such point, with the
+  child set of their suffixes. Whether those are allowed depends on the
+  parser, so the mask computation decides them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class TokenSet:
     """Byte strings sharing one flat buffer; ``root_rows`` maps rows to the root set."""
 
     __slots__ = ("uid", "flat", "offsets", "lengths", "root_rows", "parent_rows", "n", "maxlen",
-                 "_children")
+                 )
 
     def __init__(self, flat: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
                  root_rows: np.ndarray, parent_rows: np.ndarray | None):
@@ -42,17 +42,11 @@ class TokenSet:
         self.parent_rows = parent_rows
         self.n = len(offsets)
         self.maxlen = int(lengths.max()) if self.n else 0
-        self._children: dict[bytes, TokenSet] = {}
 
-    def child(self, prefix: bytes, rows: np.ndarray) -> TokenSet:
-        """The suffixes after ``prefix`` of ``rows`` (all tokens with that prefix, longer)."""
-        c = self._children.get(prefix)
-        if c is None:
-            k = len(prefix)
-            c = TokenSet(self.flat, self.offsets[rows] + k, self.lengths[rows] - k,
-                         self.root_rows[rows], rows)
-            self._children[prefix] = c
-        return c
+    def child(self, rows: np.ndarray, skip: np.ndarray) -> TokenSet:
+        """The suffixes of ``rows`` after their first ``skip`` bytes."""
+        return TokenSet(self.flat, self.offsets[rows] + skip, self.lengths[rows] - skip,
+                        self.root_rows[rows], rows)
 
     def row_bytes(self, row: int) -> bytes:
         o = int(self.offsets[row])
@@ -116,17 +110,25 @@ def pack_bool(allowed: np.ndarray) -> np.ndarray:
 
 
 def scan(tokens: TokenSet, lexer: LexerDFA, start: int
-         ) -> tuple[np.ndarray, list[tuple[bytes, TokenSet]]]:
-    """Run lexer state ``start`` over every token; see the module docstring."""
+         ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+    """Run lexer state ``start`` over every token; see the module docstring.
+
+    Returns the inside rows (bool) and the crossing groups as ``(state, child)``:
+    the tokens whose first possible lexeme end (strictly inside the token) is
+    reached in lexer ``state``, with ``child`` the suffixes after that point.
+    The configuration after that point depends on ``state`` alone (and on the
+    thread's origin), so a group is decided by one parser step, however many
+    different prefixes it holds.
+    """
     inside = np.zeros(tokens.n, dtype=bool)
-    crossing: list[tuple[bytes, TokenSet]] = []
     if tokens.n == 0:
-        return inside, crossing
+        return inside, []
     idx = np.arange(tokens.n)
     offsets, lengths, flat = tokens.offsets, tokens.lengths, tokens.flat
     lexer.row(start)
     # Column 0 from one state: a row lookup instead of a gather per token.
     st = np.asarray(lexer.rows[start], dtype=np.int32)[flat[offsets]]
+    groups: dict[int, list[tuple[np.ndarray, int]]] = {}
     j = 0
     while True:
         alive = st != 0
@@ -143,24 +145,19 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
                 break
         acc = lexer.accepting[st]
         if acc.any():
-            crossing.extend(_groups(tokens, idx[acc], j + 1))
+            rows, states = idx[acc], st[acc]
+            for state in np.unique(states).tolist():
+                groups.setdefault(state, []).append((rows[states == state], j + 1))
+            keep = ~acc
+            idx, st = idx[keep], st[keep]
+            if idx.size == 0:
+                break
         j += 1
         lexer.ensure_rows(st)
         st = lexer.table[st, flat[offsets[idx] + j]]
+    crossing = []
+    for state, parts in groups.items():
+        rows = np.concatenate([r for r, _ in parts])
+        skip = np.concatenate([np.full(len(r), k, dtype=np.int64) for r, k in parts])
+        crossing.append((state, tokens.child(rows, skip)))
     return inside, crossing
-
-
-def _groups(tokens: TokenSet, rows: np.ndarray, k: int) -> list[tuple[bytes, TokenSet]]:
-    """Split ``rows`` (lexicographically ordered) by their first ``k`` bytes."""
-    prefixes = tokens.flat[tokens.offsets[rows][:, None] + np.arange(k)]
-    if len(rows) == 1:
-        starts = [0]
-    else:
-        differs = np.any(prefixes[1:] != prefixes[:-1], axis=1)
-        starts = [0] + (np.flatnonzero(differs) + 1).tolist()
-    bounds = starts + [len(rows)]
-    out = []
-    for s, e in zip(bounds[:-1], bounds[1:]):
-        p = prefixes[s].tobytes()
-        out.append((p, tokens.child(p, rows[s:e])))
-    return out

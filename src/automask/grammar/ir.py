@@ -104,7 +104,6 @@ class Grammar:
     lexemes: tuple[rx.Node, ...]
     start: str
     ignore: tuple[int, ...] = ()
-    lexeme_names: tuple[str, ...] = field(default=(), compare=False)
     source: str = field(default="", compare=False)
 
     # The front-ends live in their own modules; these are the public doors.
@@ -279,6 +278,8 @@ class _Lowerer:
                 node = self.expr_regex(item, set())
                 if node is not None:
                     pending.append(node)
+                    if not self.fuse and not flush():
+                        return []
                     continue
                 if not flush():
                     return []
@@ -337,16 +338,19 @@ class _Lowerer:
             return "" if e.lo == 0 else None
         if item == "":
             return ""
-        name = self.helper(ctx)
         head = [item] * e.lo
         if e.hi is None:
             # name ::= item^lo tail ; tail ::= ε | tail item   (left recursion suits Earley)
             tail = self.helper(ctx)
             self.add(tail, [])
             self.add(tail, [tail, item])
+            if not head:
+                return tail
+            name = self.helper(ctx)
             self.add(name, head + [tail])
         else:
             # name ::= item^lo opt_{hi-lo};  opt_k ::= ε | item opt_{k-1}
+            name = self.helper(ctx)
             rest: list[Symbol] = []
             for _ in range(e.hi - e.lo):
                 opt = self.helper(ctx)
@@ -383,8 +387,7 @@ class _Lowerer:
                 ignore_ids.append(self.lexeme(node))
         productions = _productive(self.productions, start)
         lexemes = tuple(self.lexemes)
-        return Grammar(tuple(productions), lexemes, start, tuple(ignore_ids),
-                       tuple(rx.to_pattern(n)[:80] for n in lexemes), source)
+        return Grammar(tuple(productions), lexemes, start, tuple(ignore_ids), source)
 
 
 def _productive(productions: list[Production], start: str) -> list[Production]:
