@@ -16,11 +16,7 @@ from automask.errors import (
     VocabularyError,
 )
 from automask.grammar.ir import Grammar
-
-try:  # the vocabulary layer
-    from automask.vocab import Vocabulary
-except ImportError:  # pragma: no cover - during development only
-    Vocabulary = None  # type: ignore[assignment,misc]
+from automask.vocab import Vocabulary
 
 __all__ = [
     "AutomaskError",

@@ -991,23 +991,12 @@ class _LarkParser:
                     return Ref(e.name, self.location(e.pos))
                 return Terminal(term_node(e.name, e.pos), e.name)
             if isinstance(e, _Seq):
-                items: list[Expr] = []
-                for item in e.items:
-                    x = to_expr(item)
-                    if separate and isinstance(x, Terminal) and items and isinstance(
-                            items[-1], Terminal):
-                        x = Choice((x,))
-                    items.append(x)
-                return Seq(tuple(items))
+                return Seq(tuple(to_expr(i) for i in e.items))
             if isinstance(e, _Alt):
                 return Choice(tuple(to_expr(i) for i in e.items))
             assert isinstance(e, _Rep)
             return Repeat(to_expr(e.item), e.lo, e.hi)
 
-        # With %ignore, ignored text may fall between any two terminals. lower() (as of
-        # this writing) still merges adjacent Terminal items of a sequence into one
-        # lexeme when fusion is off, so keep neighbours apart with a one-item Choice.
-        separate = bool(self.ignores)
         for name, (_, pos) in self.terms.items():
             term_node(name, pos)
         rules = {name: to_expr(body) for name, (body, _) in self.rules.items()}

@@ -145,18 +145,20 @@ def _any_star() -> rx.Node:
 
 
 def _cat(*parts: rx.Node) -> rx.Node:
-    """Concatenate, flattening concat chains first.
+    """Concatenate, flattening the chains of all but the last part first.
 
     ``rx.concat`` re-nests a left operand that is itself a chain recursively, so
-    a long literal followed by anything would recurse once per byte.
+    a long literal followed by anything would recurse once per byte. The last
+    part is the right end already and is kept whole, which keeps building a
+    sequence linear in its length.
     """
     flat: list[rx.Node] = []
-    for part in parts:
+    for part in parts[:-1]:
         while part.kind == rx.K_CONCAT:
             flat.append(part.a)
             part = part.b
         flat.append(part)
-    return rx.concat(*flat)
+    return rx.concat(*flat, *parts[-1:])
 
 
 def _is_surrogate(cp: int) -> bool:
@@ -257,7 +259,7 @@ class _Parser:
     def group_prefix(self, start: int) -> None:
         """Consume what follows ``(?``; only non-capturing and named groups pass."""
         p, j = self.p, self.i + 1
-        head2, head3 = p[j:j + 2], p[j:j + 3]
+        head2 = p[j:j + 2]
         if p.startswith(":", j):
             self.i = j + 1
         elif p.startswith("=", j):
@@ -283,7 +285,10 @@ class _Parser:
         elif p.startswith("(", j):
             raise _unsupported("conditional group '(?('", start)
         elif j < self.n and p[j] in _FLAG_CHARS:
-            raise _unsupported("inline flag group '(?" + head3.rstrip(")") + "'", start)
+            end = j
+            while end < self.n and p[end] in _FLAG_CHARS:
+                end += 1
+            raise _unsupported(f"inline flag group '(?{p[j:end]}'", start)
         else:
             raise _err(f"unknown group syntax '(?{p[j:j + 1]}'", start)
 
@@ -310,7 +315,7 @@ class _Parser:
             return None
         lo_s, comma, hi_s = m.groups()
         col = self.i + 1
-        if len(lo_s) > 7 or (hi_s and len(hi_s) > 7):
+        if len(lo_s.lstrip("0")) > 7 or (hi_s and len(hi_s.lstrip("0")) > 7):
             raise LimitExceeded(f"regex repetition bound above {MAX_REPEAT} (at col {col})")
         lo = int(lo_s)
         hi = lo if comma is None else (int(hi_s) if hi_s else None)
