@@ -92,7 +92,7 @@ class RootTokens(TokenSet):
         if np.all(counts == 1):
             return self.ids_sorted[starts]
         return np.concatenate([self.ids_sorted[s:e] for s, e in
-                               zip(starts.tolist(), (starts + counts).tolist())])
+                               zip(starts.tolist(), (starts + counts).tolist(), strict=True)])
 
     def pack_rows(self, allowed_rows: np.ndarray) -> np.ndarray:
         """A packed uint32 bitmask over token ids from a boolean array over rows."""
