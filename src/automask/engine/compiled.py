@@ -92,11 +92,8 @@ def _check_spelling(grammar: Grammar, root: RootTokens, max_states: int = 2000) 
     A lexeme every string of which needs a byte that no ordinary token
     contains would be a dead end at generation time.
     """
-    used = set(productive_lexemes(grammar))
-    present = 0
-    for b in set(root.flat[:-1].tolist()) if root.n else ():
-        present |= 1 << b
-    for lex in sorted(used):
+    present = root.present_bytes
+    for lex in productive_lexemes(grammar):
         node = grammar.lexemes[lex]
         if not _spellable(node, present, max_states):
             raise GrammarError(

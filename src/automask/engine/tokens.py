@@ -56,7 +56,7 @@ class TokenSet:
 class RootTokens(TokenSet):
     """The distinct byte strings of a vocabulary's ordinary tokens, with their ids."""
 
-    __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids")
+    __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids", "present_bytes")
 
     def __init__(self, token_bytes: list[bytes], excluded: set[int], size: int):
         by_bytes: dict[bytes, list[int]] = {}
@@ -82,6 +82,9 @@ class RootTokens(TokenSet):
         self.row_of_id = np.full(size, -1, dtype=np.int64)
         self.row_of_id[self.ids_sorted] = np.repeat(np.arange(n), counts)
         self.valid_ids = self.ids_sorted.copy()
+        counts_by_byte = np.bincount(flat[:-1], minlength=256)
+        #: bitmask of the bytes that occur in at least one token
+        self.present_bytes = sum(1 << b for b in np.flatnonzero(counts_by_byte).tolist())
 
     def ids_for_rows(self, rows: np.ndarray) -> np.ndarray:
         """Every token id whose bytes are one of ``rows``."""
