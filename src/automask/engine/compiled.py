@@ -29,7 +29,7 @@ class Limits:
     max_lexer_states: int = 200_000
     max_earley_items: int = 100_000
     max_configs: int = 500_000
-    mask_cache_size: int = 4096
+    mask_cache_size: int = 20_000
     max_forced_bytes: int = 4096
 
 

@@ -120,31 +120,42 @@ class Matcher:
         return True
 
     # ---- masks
-    def mask_words(self) -> np.ndarray:
-        """The packed mask (uint32 words, read-only, shared: do not modify)."""
-        if self._terminated[-1]:
-            return self.compiled.masks.eos_words
-        words = self.compiled.masks.mask(self._history[-1])
-        if not self._history[-1].accepting and not words.any():
+    def _mask(self):
+        masks = self.compiled.masks
+        mask = masks.mask(self._history[-1])
+        if mask.empty and not self._history[-1].accepting:
             raise NoLegalContinuation(
                 "no token can continue the output here (the vocabulary cannot spell what the "
                 "grammar needs next)")
-        return words
+        return mask
+
+    def mask_words(self) -> np.ndarray:
+        """The mask as a fresh array of uint32 words (for inspection; see fill_bitmask)."""
+        if self._terminated[-1]:
+            return self.compiled.masks.eos_words.copy()
+        out = np.empty(self.compiled.masks.nwords, dtype=np.uint32)
+        self._mask().write(out)
+        return out
 
     def fill_bitmask(self, bitmask, index: int = 0) -> None:
         """Write the allowed tokens into ``bitmask`` (int32, ``(batch, ceil(size/32))`` or 1-D).
 
         Token ``t`` is bit ``t % 32`` of word ``t // 32``; EOS is allowed exactly
-        when the output so far is accepted. Accepts NumPy arrays and CPU torch tensors.
+        when the output so far is accepted (and is all that is allowed once an
+        EOS was accepted). Takes NumPy arrays and CPU torch tensors (in place).
         """
         row = np.asarray(bitmask)
         if row.ndim == 2:
             row = row[index]
-        words = self.mask_words()
-        if row.shape[0] < words.shape[0]:
-            raise ValueError(f"bitmask row has {row.shape[0]} words, needs {words.shape[0]}")
-        row[: words.shape[0]] = words.view(np.int32)
-        row[words.shape[0]:] = 0
+        nwords = self.compiled.masks.nwords
+        if row.shape[0] < nwords or row.dtype.itemsize != 4:
+            raise ValueError(f"bitmask row must be int32 with at least {nwords} words")
+        out = row[:nwords].view(np.uint32)
+        if self._terminated[-1]:
+            np.copyto(out, self.compiled.masks.eos_words)
+        else:
+            self._mask().write(out)
+        row[nwords:] = 0
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed token ids, ascending (for inspection and tests)."""
