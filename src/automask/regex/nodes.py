@@ -8,6 +8,12 @@ sorted alternations, byte sets merged), which keeps the derivative automata
 small; with these rules a node's language is empty exactly when the node is
 ``EMPTY``, so every other state is live (can still reach acceptance).
 
+Intersection and complement (for JSON Schema: a pattern *and* a length, a
+``not``) are supported too. With them, a node may match nothing without
+being ``EMPTY``; such nodes are detected (a bounded search for an accepting
+derivative, cached) and collapsed to ``EMPTY`` by the constructors and by
+:func:`derive`, so the invariant "not EMPTY means live" still holds.
+
 Derivatives are computed per *byte class* (bytes that lead to the same
 derivative), so materializing a DFA row costs one derivative per class, not
 256. See Owens, Reppy, Turon, "Regular-expression derivatives reexamined".
@@ -21,13 +27,16 @@ from collections.abc import Iterable
 FULL_BITS = (1 << 256) - 1
 
 # Node kinds.
-K_EMPTY, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_REPEAT, K_NONEMPTY = range(7)
+K_EMPTY, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_REPEAT, K_NONEMPTY, K_AND, K_NOT = range(9)
+
+#: how many derivatives a liveness check may explore before giving up
+MAX_LIVENESS_STATES = 20_000
 
 
 class Node:
     """An interned regular expression over bytes. Build with the functions below."""
 
-    __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid",
+    __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid", "plain",
                  "_cuts", "_derivs", "__weakref__")
 
     def __repr__(self) -> str:
@@ -57,6 +66,9 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         node.hi = fields.get("hi")
         node.bits = fields.get("bits", 0)
         node.nullable = nullable
+        node.plain = kind not in (K_AND, K_NOT) and all(
+            c.plain for c in (fields.get("a"), fields.get("b"), *fields.get("items", ()))
+            if c is not None)
         node.uid = _next_uid
         _next_uid += 1
         node._cuts = None
@@ -176,6 +188,124 @@ def nonempty(a: Node) -> Node:
     return _make(("ne", a.uid), K_NONEMPTY, False, a=a)
 
 
+def intersect(*parts: Node) -> Node:
+    """Strings matched by every part."""
+    members: dict[int, Node] = {}
+    bits = FULL_BITS
+    has_bytes = False
+    for part in parts:
+        stack = [part]
+        while stack:
+            p = stack.pop()
+            if p is EMPTY:
+                return EMPTY
+            if p.kind == K_AND:
+                stack.extend(p.items)
+            elif p.kind == K_BYTES:
+                bits &= p.bits
+                has_bytes = True
+            else:
+                members[p.uid] = p
+    if has_bytes:
+        if not bits:
+            return EMPTY
+        bs = byte_set(bits)
+        members[bs.uid] = bs
+    if not members:
+        return complement(EMPTY)
+    if len(members) == 1:
+        return next(iter(members.values()))
+    items = tuple(members[k] for k in sorted(members))
+    if any(m is EPS for m in items):
+        return EPS if all(m.nullable for m in items) else EMPTY
+    node = _make(("and",) + tuple(sorted(members)), K_AND, all(m.nullable for m in items),
+                 items=items)
+    return node if is_live(node) else EMPTY
+
+
+def complement(a: Node) -> Node:
+    """Every byte string that ``a`` does not match (invalid UTF-8 included)."""
+    if a.kind == K_NOT:
+        return a.a
+    node = _make(("not", a.uid), K_NOT, not a.nullable, a=a)
+    return node if is_live(node) else EMPTY
+
+
+_live: dict[int, bool] = {}
+
+
+def is_live(node: Node) -> bool:
+    """Whether ``node`` matches at least one string (exact; bounded search)."""
+    if node.plain:
+        return node is not EMPTY
+    known = _live.get(node.uid)
+    if known is not None:
+        return known
+    seen = {node.uid}
+    stack = [node]
+    found = False
+    while stack and not found:
+        n = stack.pop()
+        if n.nullable:
+            found = True
+            break
+        for lo, _ in class_runs(class_starts(n)):
+            d = _raw_derive(n, lo)
+            if d is EMPTY or d.uid in seen:
+                continue
+            if d.plain or _live.get(d.uid):
+                found = True
+                break
+            if len(seen) >= MAX_LIVENESS_STATES:
+                from automask.errors import LimitExceeded
+
+                raise LimitExceeded(
+                    f"cannot decide whether an intersection/complement matches anything within "
+                    f"{MAX_LIVENESS_STATES} states")
+            seen.add(d.uid)
+            stack.append(d)
+    if found:
+        _live[node.uid] = True
+    else:
+        for uid in seen:
+            _live[uid] = False
+    return found
+
+
+def _raw_derive(node: Node, byte: int) -> Node:
+    """Derivative without the liveness collapse (used by the liveness search itself)."""
+    k = node.kind
+    if k == K_AND:
+        parts = [_raw_derive(m, byte) for m in node.items]
+        if any(p is EMPTY for p in parts):
+            return EMPTY
+        members = {p.uid: p for p in parts}
+        if len(members) == 1:
+            return parts[0]
+        items = tuple(members[k2] for k2 in sorted(members))
+        return _make(("and",) + tuple(sorted(members)), K_AND,
+                     all(m.nullable for m in items), items=items)
+    if k == K_NOT:
+        inner = _raw_derive(node.a, byte)
+        if inner.kind == K_NOT:
+            return inner.a
+        return _make(("not", inner.uid), K_NOT, not inner.nullable, a=inner)
+    if k == K_ALT and not node.plain:
+        return alt_of(_raw_derive(m, byte) for m in node.items)
+    if k == K_CONCAT and not node.plain:
+        d = _concat2(_raw_derive(node.a, byte), node.b)
+        if node.a.nullable:
+            d = alt(d, _raw_derive(node.b, byte))
+        return d
+    if k in (K_REPEAT, K_NONEMPTY) and not node.plain:
+        inner = _raw_derive(node.a, byte)
+        if k == K_NONEMPTY:
+            return inner
+        hi = None if node.hi is None else node.hi - 1
+        return _concat2(inner, repeat(node.a, max(node.lo - 1, 0), hi))
+    return derive(node, byte)
+
+
 def derive(node: Node, byte: int) -> Node:
     """The derivative of ``node`` by one byte (memoized on the node)."""
     d = node._derivs.get(byte)
@@ -195,7 +325,13 @@ def derive(node: Node, byte: int) -> Node:
         d = _concat2(derive(node.a, byte), repeat(node.a, max(node.lo - 1, 0), hi))
     elif k == K_NONEMPTY:
         d = derive(node.a, byte)
+    elif k == K_AND:
+        d = intersect(*(derive(m, byte) for m in node.items))
+    elif k == K_NOT:
+        d = complement(derive(node.a, byte))
     else:  # EMPTY, EPS
+        d = EMPTY
+    if not d.plain and not is_live(d):
         d = EMPTY
     node._derivs[byte] = d
     return d
@@ -220,7 +356,11 @@ def class_starts(node: Node) -> int:
         c = 1
         for m in node.items:
             c |= class_starts(m)
-    elif k in (K_REPEAT, K_NONEMPTY):
+    elif k == K_AND:
+        c = 1
+        for m in node.items:
+            c |= class_starts(m)
+    elif k in (K_REPEAT, K_NONEMPTY, K_NOT):
         c = class_starts(node.a)
     else:
         c = 1
@@ -290,10 +430,14 @@ def to_pattern(node: Node) -> str:
         return "".join(f"({to_pattern(p)})" if p.kind == K_ALT else to_pattern(p) for p in parts)
     if k == K_ALT:
         return "|".join(to_pattern(m) for m in node.items)
+    if k == K_AND:
+        return "&".join(f"({to_pattern(m)})" for m in node.items)
     inner = to_pattern(node.a)
     if node.a.kind in (K_CONCAT, K_ALT):
         inner = f"({inner})"
     if k == K_NONEMPTY:
         return f"nonempty({inner})"
+    if k == K_NOT:
+        return f"not({inner})"
     hi = "" if node.hi is None else str(node.hi)
     return f"{inner}{{{node.lo},{hi}}}"
