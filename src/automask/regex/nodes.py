@@ -27,7 +27,7 @@ from collections.abc import Iterable
 FULL_BITS = (1 << 256) - 1
 
 # Node kinds.
-K_EMPTY, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_REPEAT, K_NONEMPTY, K_AND, K_NOT = range(9)
+K_EMPTY, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_REPEAT, K_NONEMPTY, K_AND, K_NOT, K_ENC = range(10)
 
 #: how many derivatives a liveness check may explore before giving up
 MAX_LIVENESS_STATES = 20_000
@@ -329,6 +329,8 @@ def derive(node: Node, byte: int) -> Node:
         d = intersect(*(derive(m, byte) for m in node.items))
     elif k == K_NOT:
         d = complement(derive(node.a, byte))
+    elif k == K_ENC:
+        d = _derive_encoded(node, byte)
     else:  # EMPTY, EPS
         d = EMPTY
     if not d.plain and not is_live(d):
@@ -362,6 +364,9 @@ def class_starts(node: Node) -> int:
             c |= class_starts(m)
     elif k in (K_REPEAT, K_NONEMPTY, K_NOT):
         c = class_starts(node.a)
+    elif k == K_ENC:
+        code = _codes[node.lo]
+        c = (class_starts(node.a) | code.root_cuts) if node.hi == 0 else code.cuts[node.hi]
     else:
         c = 1
     node._cuts = c
@@ -439,5 +444,92 @@ def to_pattern(node: Node) -> str:
         return f"nonempty({inner})"
     if k == K_NOT:
         return f"not({inner})"
+    if k == K_ENC:
+        return f"{_codes[node.lo].name}({inner})"
     hi = "" if node.hi is None else str(node.hi)
     return f"{inner}{{{node.lo},{hi}}}"
+
+
+# --------------------------------------------------------------------------- encodings
+
+
+class Code:
+    """A prefix code spelling each source byte as one or more byte strings.
+
+    ``encoded(inner, code)`` matches the spellings of the strings ``inner``
+    matches; JSON string escapes are such a code (``"`` is spelled ``\\"`` or
+    ``\\u0022``, a letter as itself). The code is kept as a trie, and an
+    encoded node walks it lazily, so constraints stay plain regexes over the
+    decoded text and the encoding is applied exactly, escapes included.
+    """
+
+    def __init__(self, spellings: dict[int, list[bytes]], name: str = "encoded"):
+        self.name = name
+        # trie node 0 is the root; children[n][byte] -> node; done[n] = sources spelled by n
+        self.children: list[dict[int, int]] = [{}]
+        self.done: list[tuple[int, ...]] = [()]
+        for source, words in spellings.items():
+            for word in words:
+                n = 0
+                for b in word:
+                    nxt = self.children[n].get(b)
+                    if nxt is None:
+                        nxt = len(self.children)
+                        self.children.append({})
+                        self.done.append(())
+                        self.children[n][b] = nxt
+                    n = nxt
+                self.done[n] = tuple(sorted(set(self.done[n]) | {source}))
+        # below[n]: every source spelled by a word through n
+        self.below: list[frozenset[int]] = [frozenset()] * len(self.children)
+        for n in reversed(range(len(self.children))):
+            acc = set(self.done[n])
+            for c in self.children[n].values():
+                acc |= self.below[c]
+            self.below[n] = frozenset(acc)
+        # Bytes spelled as themselves and nothing else behave like the inner node's classes.
+        identity = 0
+        for b, c in self.children[0].items():
+            if self.done[c] == (b,) and not self.children[c]:
+                identity |= 1 << b
+        self.identity = identity
+        self.root_cuts = ((identity ^ (identity << 1)) & FULL_BITS) | 1
+        for b in range(256):
+            if not (identity >> b) & 1:
+                self.root_cuts |= 1 << b
+                if b < 255:
+                    self.root_cuts |= 1 << (b + 1)
+        self.cuts = [1] * len(self.children)
+        for n, kids in enumerate(self.children):
+            for b in kids:
+                self.cuts[n] |= 1 << b
+                if b < 255:
+                    self.cuts[n] |= 1 << (b + 1)
+        with _lock:
+            self.uid = len(_codes)
+            _codes.append(self)
+
+
+_codes: list[Code] = []
+
+
+def encoded(inner: Node, code: Code, at: int = 0) -> Node:
+    """The spellings under ``code`` of the strings ``inner`` matches (``at``: trie node)."""
+    if inner is EMPTY:
+        return EMPTY
+    if at == 0 and inner is EPS:
+        return EPS
+    return _make(("enc", inner.uid, code.uid, at), K_ENC, at == 0 and inner.nullable,
+                 a=inner, lo=code.uid, hi=at)
+
+
+def _derive_encoded(node: Node, byte: int) -> Node:
+    code = _codes[node.lo]
+    inner = node.a
+    nxt = code.children[node.hi].get(byte)
+    if nxt is None:
+        return EMPTY
+    out = [encoded(derive(inner, s), code) for s in code.done[nxt]]
+    if code.children[nxt] and any(derive(inner, s) is not EMPTY for s in code.below[nxt]):
+        out.append(encoded(inner, code, nxt))
+    return alt_of(out)
