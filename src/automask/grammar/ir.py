@@ -136,6 +136,27 @@ class Grammar:
 
         return parse_lark(text, start=start)
 
+    @classmethod
+    def from_json_schema(cls, schema, **options) -> Grammar:
+        """JSON texts valid under a JSON Schema (dict, bool or JSON string).
+
+        Options: ``whitespace`` ("flexible", "compact" or an indent),
+        ``strict`` (absent additionalProperties means false), ``lenient``
+        (warn about and ignore unsupported keywords instead of raising),
+        ``max_whitespace``, ``max_rules``. See :mod:`automask.schema.compiler`.
+        """
+        from automask.schema.compiler import compile_schema
+
+        return compile_schema(schema, **options)
+
+    @classmethod
+    def from_pydantic(cls, model, **options) -> Grammar:
+        """JSON texts valid for a pydantic model class (its ``model_json_schema()``)."""
+        schema_of = getattr(model, "model_json_schema", None)
+        if schema_of is None:
+            raise TypeError("from_pydantic takes a pydantic v2 model class")
+        return cls.from_json_schema(schema_of(), **options)
+
     @property
     def rules(self) -> dict[str, list[tuple[Symbol, ...]]]:
         out: dict[str, list[tuple[Symbol, ...]]] = {}

@@ -1,0 +1,894 @@
+"""JSON Schema → grammar IR.
+
+A schema position compiles as a *conjunction*: the list of schema objects
+that must all hold there (the schema itself, its ``allOf`` members, the
+targets of its ``$ref``s). Combinators distribute over it (``anyOf``/
+``oneOf`` become a choice of conjunctions), and for each JSON type the
+members' keywords combine exactly: strings by regex intersection, numbers by
+the tightest bounds, objects key by key, arrays position by position. Every
+conjunction becomes one grammar rule, memoized by the schema positions it
+holds, so recursive ``$ref``s become recursive rules with no depth limit.
+
+Nothing is ignored silently: a keyword with a validation meaning that is not
+enforced raises :class:`UnsupportedFeature` naming it and its JSON pointer
+(``lenient=True`` turns that into a warning and ignores the keyword).
+Annotations (``title``, ``description``, ``default``, ``examples``, …) and
+unknown keywords carry no validation meaning and are ignored by design.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from decimal import Decimal
+from urllib.parse import unquote, urldefrag, urljoin
+
+from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
+from automask.grammar.ir import Choice, Expr, Grammar, Ref, Seq, Terminal, lower, text
+from automask.regex import nodes as rx
+from automask.regex.parser import parse_regex_search
+from automask.schema.json_text import (
+    ANY_CHAR,
+    ANY_TEXT,
+    JsonPieces,
+    Layout,
+    literal_node,
+    literal_string_node,
+    separated,
+    string_node,
+)
+
+ANNOTATIONS = frozenset({
+    "$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
+    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    "contentEncoding", "contentMediaType", "contentSchema", "$dynamicAnchor",
+})
+HANDLED = frozenset({
+    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties",
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
+    "minContains", "maxContains", "uniqueItems",
+})
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One schema object of a conjunction, with where it is and how its refs resolve."""
+
+    uri: str  # base URI + "#" + JSON pointer: identifies the position
+    schema: object
+    base: str = field(compare=False)
+
+
+@dataclass
+class Options:
+    whitespace: str | int = "flexible"
+    strict: bool = False
+    lenient: bool = False
+    max_whitespace: int = 24
+    max_rules: int = 20_000
+
+
+def compile_schema(schema, **options) -> Grammar:
+    """The grammar of the JSON texts valid under ``schema`` (a dict, bool, or JSON string)."""
+    if isinstance(schema, (str, bytes)):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarError(f"schema is not valid JSON: {e.msg}",
+                               f"line {e.lineno}, col {e.colno}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise GrammarError(f"a schema is an object or a boolean, not {type(schema).__name__}",
+                           "#")
+    unknown = set(options) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    return _SchemaCompiler(schema, Options(**options)).run()
+
+
+class _SchemaCompiler:
+    def __init__(self, schema, options: Options):
+        self.options = options
+        self.rules: dict[str, Expr] = {}
+        self.json = JsonPieces(Layout.make(options.whitespace, options.max_whitespace),
+                               self.rules)
+        self.root_base = "automask:root"
+        self.docs: dict[str, object] = {}       # base URI -> schema
+        self.anchors: dict[str, tuple[object, str, str]] = {}
+        self._index(schema, self.root_base, "")
+        self.root = Member(self.root_base + "#", schema, self.root_base)
+        self._memo: dict[tuple[str, ...], str] = {}
+
+    # ------------------------------------------------------------------ refs
+    def _index(self, schema, base: str, pointer: str) -> None:
+        if isinstance(schema, dict):
+            if isinstance(schema.get("$id"), str):
+                base = urldefrag(urljoin(base, schema["$id"]))[0]
+                self.docs.setdefault(base, schema)
+            if isinstance(schema.get("$anchor"), str):
+                self.anchors[base + "#" + schema["$anchor"]] = (schema, base, pointer)
+            if base not in self.docs:
+                self.docs[base] = schema
+            for k, v in schema.items():
+                if k in ("enum", "const", "default", "examples"):
+                    continue
+                self._index(v, base, f"{pointer}/{_escape(k)}")
+        elif isinstance(schema, list):
+            for i, v in enumerate(schema):
+                self._index(v, base, f"{pointer}/{i}")
+
+    def resolve(self, ref: str, member: Member) -> Member:
+        target = urljoin(member.base, ref)
+        doc_uri, fragment = urldefrag(target)
+        if target in self.anchors:
+            schema, base, _ = self.anchors[target]
+            return Member(target, schema, base)
+        doc = self.docs.get(doc_uri)
+        if doc is None:
+            raise UnsupportedFeature(f"$ref to a schema that is not embedded: {ref!r}",
+                                     _pointer(member))
+        node = doc
+        base = doc_uri
+        if fragment and not fragment.startswith("/"):
+            raise GrammarError(f"$ref anchor not found: {ref!r}", _pointer(member))
+        for part in [p for p in fragment.split("/")[1:]] if fragment else []:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise GrammarError(f"$ref target not found: {ref!r}", _pointer(member))
+            if isinstance(node, dict) and isinstance(node.get("$id"), str):
+                base = urldefrag(urljoin(base, node["$id"]))[0]
+        return Member(doc_uri + "#" + fragment, node, base)
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> Grammar:
+        self.rules["root"] = Seq((self.json.ws(), self.conj_ref([self.root]), self.json.ws()))
+        return lower(self.rules, "root", source="json-schema")
+
+    def conj_ref(self, members: list[Member]) -> Expr:
+        """A rule for the conjunction of ``members`` (memoized; recursion-safe)."""
+        members = self.expand(members)
+        if members is None:
+            return Terminal(rx.EMPTY)
+        key = tuple(sorted({m.uri for m in members}))
+        name = self._memo.get(key)
+        if name is None:
+            if len(self._memo) >= self.options.max_rules:
+                raise LimitExceeded(f"schema needs more than {self.options.max_rules} rules")
+            name = f"s{len(self._memo)}:{key[0].rsplit('#', 1)[-1][-40:] or '/'}"
+            self._memo[key] = name
+            self.rules[name] = self.conj(members)
+        return Ref(name)
+
+    def expand(self, members: list[Member]) -> list[Member] | None:
+        """Flatten ``$ref`` and ``allOf``; None when some member is ``false``."""
+        out: dict[str, Member] = {}
+        todo = list(members)
+        while todo:
+            m = todo.pop(0)
+            if m.uri in out:
+                continue
+            s = m.schema
+            if s is True:
+                continue
+            if s is False:
+                return None
+            if not isinstance(s, dict):
+                raise GrammarError("a schema is an object or a boolean", _pointer(m))
+            if isinstance(s.get("$id"), str) and m.uri != m.base + "#":
+                m = Member(m.uri, s, urldefrag(urljoin(m.base, s["$id"]))[0])
+            out[m.uri] = m
+            if "$ref" in s:
+                if not isinstance(s["$ref"], str):
+                    raise GrammarError("$ref must be a string", _pointer(m, "$ref"))
+                todo.append(self.resolve(s["$ref"], m))
+            for i, sub in enumerate(s.get("allOf", ()) or ()):
+                todo.append(Member(f"{m.uri}/allOf/{i}", sub, m.base))
+        return list(out.values())
+
+    # ------------------------------------------------------------------ conjunctions
+    def conj(self, members: list[Member]) -> Expr:
+        for m in members:
+            self.check_keywords(m)
+        # Distribute the first anyOf/oneOf over the rest.
+        for i, m in enumerate(members):
+            for kw in ("anyOf", "oneOf"):
+                branches = m.schema.get(kw)
+                if branches is None:
+                    continue
+                if not isinstance(branches, list) or not branches:
+                    raise GrammarError(f"{kw} must be a non-empty array", _pointer(m, kw))
+                rest = members[:i] + [Member(m.uri + f"/~{kw}", _without(m.schema, kw), m.base)]
+                rest += members[i + 1:]
+                subs = [Member(f"{m.uri}/{kw}/{j}", b, m.base) for j, b in enumerate(branches)]
+                if kw == "oneOf" and not self.disjoint(subs):
+                    self.unsupported("oneOf whose branches may overlap (exactly-one cannot be "
+                                     "enforced)", m, kw)
+                alternatives = [self.conj_ref(rest + [sub]) for sub in subs]
+                return Choice(tuple(alternatives))
+        return self.typed(members)
+
+    def typed(self, members: list[Member]) -> Expr:
+        types = set(TYPES)
+        for m in members:
+            t = m.schema.get("type")
+            if t is None:
+                continue
+            ts = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+            if ts is None or not ts <= set(TYPES):
+                raise GrammarError(f"invalid type {t!r}", _pointer(m, "type"))
+            if "number" in ts:
+                ts.add("integer")
+            types &= ts
+        for m in members:
+            types -= self.negated_types(m)
+        values = self.enumerated(members)
+        if values is not None:
+            ok = [v for v in values if _json_type(v) in types and self.value_ok(v, members)]
+            if not ok:
+                return Terminal(rx.EMPTY)
+            return Choice(tuple(self.json.value(v) for v in ok))
+        alternatives: list[Expr] = []
+        scalar = rx.EMPTY
+        if "null" in types:
+            scalar = rx.alt(scalar, literal_node(None))
+        if "boolean" in types:
+            scalar = rx.alt(scalar, literal_node(True), literal_node(False))
+        if "string" in types:
+            scalar = rx.alt(scalar, self.string(members))
+        if "number" in types:
+            scalar = rx.alt(scalar, self.number(members, integer=False))
+        elif "integer" in types:
+            scalar = rx.alt(scalar, self.number(members, integer=True))
+        if scalar is not rx.EMPTY:
+            alternatives.append(Terminal(scalar))
+        if "object" in types:
+            alternatives.append(self.object(members))
+        if "array" in types:
+            alternatives.append(self.array(members))
+        if not alternatives:
+            return Terminal(rx.EMPTY)
+        return alternatives[0] if len(alternatives) == 1 else Choice(tuple(alternatives))
+
+    # ------------------------------------------------------------------ keywords
+    def check_keywords(self, m: Member) -> None:
+        s = m.schema
+        for kw in s:
+            if kw in HANDLED or kw in ANNOTATIONS:
+                continue
+            if kw in ("if", "then", "else"):
+                if kw == "if" and ("then" in s or "else" in s):
+                    self.unsupported("if/then/else", m, kw)
+                continue
+            if kw in ("dependentRequired", "dependentSchemas", "dependencies",
+                      "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+                      "$recursiveRef"):
+                if kw == "unevaluatedProperties" and s[kw] is True:
+                    continue
+                if kw in ("dependentRequired", "dependentSchemas", "dependencies") and not s[kw]:
+                    continue
+                self.unsupported(kw, m, kw)
+        if s.get("uniqueItems") is True:
+            self.unsupported("uniqueItems", m, "uniqueItems")
+        for kw in ("maxContains",):
+            if kw in s:
+                self.unsupported(kw, m, kw)
+
+    def unsupported(self, what: str, m: Member, kw: str) -> None:
+        where = _pointer(m, kw)
+        if self.options.lenient:
+            warnings.warn(f"automask: {what} is not enforced (at {where})", stacklevel=4)
+            return
+        raise UnsupportedFeature(f"{what} is not supported", where)
+
+    def negated_types(self, m: Member) -> set[str]:
+        """Types excluded by ``not`` (only ``not: {type: …}`` style negations are exact)."""
+        n = m.schema.get("not")
+        if n is None:
+            return set()
+        if n is True:
+            return set(TYPES)
+        if n is False:
+            return set()
+        if isinstance(n, dict) and set(n) - ANNOTATIONS == {"type"}:
+            t = n["type"]
+            ts = {t} if isinstance(t, str) else set(t)
+            if "number" in ts:
+                ts.add("integer")
+            return ts
+        if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
+            return set()  # handled by value_ok / string exclusion
+        self.unsupported("this form of 'not'", m, "not")
+        return set()
+
+    def enumerated(self, members: list[Member]) -> list | None:
+        values = None
+        for m in members:
+            s = m.schema
+            if "const" in s:
+                cand = [s["const"]]
+            elif "enum" in s:
+                if not isinstance(s["enum"], list):
+                    raise GrammarError("enum must be an array", _pointer(m, "enum"))
+                cand = list(s["enum"])
+            else:
+                continue
+            values = cand if values is None else [v for v in values if any(
+                _json_equal(v, c) for c in cand)]
+        if values is None:
+            return None
+        unique: list = []
+        for v in values:
+            if not any(_json_equal(v, u) for u in unique):
+                unique.append(v)
+        return unique
+
+    def value_ok(self, value, members: list[Member]) -> bool:
+        """Whether an enumerated value meets the other keywords of the conjunction."""
+        for m in members:
+            s = m.schema
+            n = s.get("not")
+            if isinstance(n, dict):
+                if "const" in n and _json_equal(value, n["const"]):
+                    return False
+                if "enum" in n and any(_json_equal(value, c) for c in n["enum"]):
+                    return False
+            if isinstance(value, str):
+                node = self.string_constraints([m])
+                if not rx.matches(node, value.encode("utf-8")):
+                    return False
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                lo, lo_x, hi, hi_x, mult = self.bounds([m])
+                v = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+                if lo is not None and (v < lo or (lo_x and v == lo)):
+                    return False
+                if hi is not None and (v > hi or (hi_x and v == hi)):
+                    return False
+                if mult is not None and v % mult != 0:
+                    return False
+                if s.get("type") == "integer" and v != v.to_integral_value():
+                    return False
+            elif isinstance(value, dict):
+                if any(r not in value for r in s.get("required", ())):
+                    return False
+                if any(k in ("properties", "patternProperties", "additionalProperties",
+                             "minProperties", "maxProperties", "propertyNames") for k in s):
+                    self.unsupported("object constraints on enumerated values", m, "enum")
+            elif isinstance(value, list):
+                if any(k in ("items", "prefixItems", "minItems", "maxItems", "contains")
+                       for k in s):
+                    self.unsupported("array constraints on enumerated values", m, "enum")
+        return True
+
+    # ------------------------------------------------------------------ strings
+    def string_constraints(self, members: list[Member]) -> rx.Node:
+        parts = [ANY_TEXT]
+        for m in members:
+            s = m.schema
+            lo, hi = s.get("minLength"), s.get("maxLength")
+            if lo is not None or hi is not None:
+                lo_i = _count(lo, m, "minLength") if lo is not None else 0
+                hi_i = _count(hi, m, "maxLength") if hi is not None else None
+                parts.append(rx.repeat(ANY_CHAR, lo_i, hi_i))
+            if "pattern" in s:
+                if not isinstance(s["pattern"], str):
+                    raise GrammarError("pattern must be a string", _pointer(m, "pattern"))
+                try:
+                    parts.append(parse_regex_search(s["pattern"]))
+                except GrammarError as e:
+                    raise type(e)(f"pattern: {e.message}",
+                                  f"{_pointer(m, 'pattern')} {e.location or ''}".strip()
+                                  ) from None
+            if "format" in s:
+                node = self.format(s["format"], m)
+                if node is not None:
+                    parts.append(node)
+            n = s.get("not")
+            if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
+                excluded = [v for v in (n.get("enum") or []) + (
+                    [n["const"]] if "const" in n else []) if isinstance(v, str)]
+                if excluded:
+                    parts.append(rx.complement(rx.alt_of(
+                        rx.literal(v.encode("utf-8")) for v in excluded)))
+        return rx.intersect(*parts) if len(parts) > 1 else parts[0]
+
+    def string(self, members: list[Member]) -> rx.Node:
+        return string_node(self.string_constraints(members))
+
+    def format(self, name, m: Member) -> rx.Node | None:
+        from automask.schema.formats import format_node
+
+        node = format_node(name) if isinstance(name, str) else None
+        if node is None:
+            self.unsupported(f"format {name!r}", m, "format")
+        return node
+
+    # ------------------------------------------------------------------ numbers
+    def bounds(self, members: list[Member]):
+        lo = hi = None
+        lo_x = hi_x = False
+        mult = None
+        for m in members:
+            s = m.schema
+            for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                       "multipleOf"):
+                v = s.get(kw)
+                if v is None or isinstance(v, bool):
+                    continue
+                if not isinstance(v, (int, float)):
+                    raise GrammarError(f"{kw} must be a number", _pointer(m, kw))
+            if s.get("exclusiveMinimum") is True and "minimum" in s:  # draft-04
+                cand = [(_dec(s["minimum"]), True)]
+            else:
+                cand = [(_dec(s["minimum"]), False)] if _num(s.get("minimum")) else []
+                if _num(s.get("exclusiveMinimum")):
+                    cand.append((_dec(s["exclusiveMinimum"]), True))
+            for v, x in cand:
+                if lo is None or v > lo or (v == lo and x):
+                    lo, lo_x = v, x
+            if s.get("exclusiveMaximum") is True and "maximum" in s:
+                cand = [(_dec(s["maximum"]), True)]
+            else:
+                cand = [(_dec(s["maximum"]), False)] if _num(s.get("maximum")) else []
+                if _num(s.get("exclusiveMaximum")):
+                    cand.append((_dec(s["exclusiveMaximum"]), True))
+            for v, x in cand:
+                if hi is None or v < hi or (v == hi and x):
+                    hi, hi_x = v, x
+            if _num(s.get("multipleOf")):
+                v = _dec(s["multipleOf"])
+                if v <= 0:
+                    raise GrammarError("multipleOf must be > 0", _pointer(m, "multipleOf"))
+                if mult is None:
+                    mult = v
+                elif mult == mult.to_integral_value() and v == v.to_integral_value():
+                    mult = Decimal(math.lcm(int(mult), int(v)))
+                elif mult % v == 0:
+                    pass
+                elif v % mult == 0:
+                    mult = v
+                else:
+                    self.unsupported("several non-integer multipleOf", m, "multipleOf")
+        return lo, lo_x, hi, hi_x, mult
+
+    def number(self, members: list[Member], integer: bool) -> rx.Node:
+        from automask.schema import numbers
+
+        lo, lo_x, hi, hi_x, mult = self.bounds(members)
+        if mult is not None and mult != mult.to_integral_value():
+            if not integer:
+                return numbers.decimal_multiple_node(mult, **_number_bounds(lo, lo_x, hi, hi_x))
+            if (1 / mult) != (1 / mult).to_integral_value():
+                self.unsupported("non-integer multipleOf on integers", members[0], "multipleOf")
+            mult = None  # every integer is a multiple of 1/k
+        if integer or (mult is not None):
+            ilo = None if lo is None else int(math.floor(lo)) + 1 if (
+                lo_x and lo == lo.to_integral_value()) else int(math.ceil(lo))
+            ihi = None if hi is None else int(math.ceil(hi)) - 1 if (
+                hi_x and hi == hi.to_integral_value()) else int(math.floor(hi))
+            if mult is not None:
+                node = numbers.integer_multiple_node(int(mult), ilo, ihi)
+            else:
+                node = numbers.integer_node(ilo, ihi)
+            return node
+        return numbers.number_node(**_number_bounds(lo, lo_x, hi, hi_x))
+
+    # ------------------------------------------------------------------ objects
+    def object(self, members: list[Member]) -> Expr:
+        order: list[str] = []
+        required: set[str] = set()
+        min_p, max_p = 0, None
+        names_node = ANY_TEXT
+        for m in members:
+            s = m.schema
+            props = s.get("properties", {})
+            if not isinstance(props, dict):
+                raise GrammarError("properties must be an object", _pointer(m, "properties"))
+            for k in props:
+                if k not in order:
+                    order.append(k)
+            req = s.get("required", [])
+            if not isinstance(req, list):
+                raise GrammarError("required must be an array", _pointer(m, "required"))
+            required.update(req)
+            if "minProperties" in s:
+                min_p = max(min_p, _count(s["minProperties"], m, "minProperties"))
+            if "maxProperties" in s:
+                v = _count(s["maxProperties"], m, "maxProperties")
+                max_p = v if max_p is None else min(max_p, v)
+            if "propertyNames" in s:
+                pn = s["propertyNames"]
+                if pn is False:
+                    names_node = rx.EMPTY
+                elif isinstance(pn, dict):
+                    sub = self.expand([Member(m.uri + "/propertyNames", pn, m.base)]) or []
+                    for x in sub:
+                        extra = set(x.schema) - ANNOTATIONS - {
+                            "type", "pattern", "minLength", "maxLength", "format", "enum",
+                            "const", "$ref", "allOf"}
+                        if extra or x.schema.get("type", "string") != "string":
+                            self.unsupported("propertyNames beyond string constraints",
+                                             m, "propertyNames")
+                    values = self.enumerated(sub)
+                    node = self.string_constraints(sub)
+                    if values is not None:
+                        node = rx.intersect(node, rx.alt_of(
+                            rx.literal(v.encode()) for v in values if isinstance(v, str)))
+                    names_node = rx.intersect(names_node, node)
+        for k in required:
+            if k not in order:
+                order.append(k)
+        # Declared keys: each member constrains the value by properties, else by matching
+        # patternProperties, else by additionalProperties.
+        declared = []
+        for k in order:
+            kb = k.encode("utf-8")
+            if not rx.matches(names_node, kb):
+                if k in required:
+                    return Terminal(rx.EMPTY)
+                continue
+            value_members: list[Member] = []
+            forbidden = False
+            for m in members:
+                subs = self.value_schemas_for_key(m, k)
+                if subs is None:
+                    forbidden = True
+                    break
+                value_members.extend(subs)
+            if forbidden:
+                if k in required:
+                    return Terminal(rx.EMPTY)
+                continue
+            declared.append((k, self.conj_ref(value_members), k in required))
+        extras = self.extra_classes(members, [k for k in order], names_node)
+        return self.object_body(declared, extras, min_p, max_p)
+
+    def value_schemas_for_key(self, m: Member, key: str) -> list[Member] | None:
+        """What member ``m`` requires of the value of ``key`` (None: the key is forbidden)."""
+        s = m.schema
+        props = s.get("properties", {})
+        if key in props:
+            return [Member(f"{m.uri}/properties/{_escape(key)}", props[key], m.base)]
+        out = []
+        for pat, sub in (s.get("patternProperties") or {}).items():
+            if rx.matches(parse_regex_search(pat), key.encode("utf-8")):
+                out.append(Member(f"{m.uri}/patternProperties/{_escape(pat)}", sub, m.base))
+        if out:
+            return out
+        add = s.get("additionalProperties", False if self.options.strict else True)
+        if add is False:
+            return None
+        return [Member(f"{m.uri}/additionalProperties", add, m.base)]
+
+    def extra_classes(self, members: list[Member], declared: list[str],
+                      names_node: rx.Node) -> list[tuple[rx.Node, Expr]]:
+        """Key classes for undeclared keys: (key regex, value expression), pairwise disjoint."""
+        not_declared = rx.complement(rx.alt_of(rx.literal(k.encode("utf-8")) for k in declared))
+        classes: list[tuple[rx.Node, list[Member]]] = [
+            (rx.intersect(ANY_TEXT, names_node, not_declared), [])]
+        for m in members:
+            s = m.schema
+            parts: list[tuple[rx.Node, list[Member]]] = []
+            pattern_union = rx.EMPTY
+            for pat, sub in (s.get("patternProperties") or {}).items():
+                node = parse_regex_search(pat)
+                parts.append((node, [Member(f"{m.uri}/patternProperties/{_escape(pat)}", sub,
+                                            m.base)]))
+                pattern_union = rx.alt(pattern_union, node)
+            for i in range(len(parts)):
+                for j in range(i + 1, len(parts)):
+                    if rx.intersect(parts[i][0], parts[j][0]) is not rx.EMPTY:
+                        self.unsupported("overlapping patternProperties", m,
+                                         "patternProperties")
+            add = s.get("additionalProperties", False if self.options.strict else True)
+            rest = rx.intersect(ANY_TEXT, rx.complement(pattern_union)) \
+                if pattern_union is not rx.EMPTY else ANY_TEXT
+            if add is not False:
+                parts.append((rest, [Member(f"{m.uri}/additionalProperties", add, m.base)]))
+            refined = []
+            for node, subs in classes:
+                for pnode, psubs in parts:
+                    both = rx.intersect(node, pnode)
+                    if both is not rx.EMPTY:
+                        refined.append((both, subs + psubs))
+            classes = refined
+        out = []
+        for node, subs in classes:
+            value = self.conj_ref(subs) if subs else self.json.any_value()
+            out.append((node, value))
+        return out
+
+    def object_body(self, declared, extras, min_p: int, max_p: int | None) -> Expr:
+        """``{`` members in schema order, then extra members, with count bounds ``}``."""
+        js = self.json
+        cap = max_p if max_p is not None else min_p
+        memo: dict[tuple[int, int, bool], Expr] = {}
+        extra_member = None
+        if extras:
+            extra_member = Choice(tuple(
+                Seq((Terminal(string_node(node)), js.key_sep(), value)) for node, value in extras))
+
+        def tail(i: int, n: int, first: bool) -> Expr:
+            key = (i, n, first)
+            if key in memo:
+                return memo[key]
+            if i == len(declared):
+                lo = max(min_p - n, 0)
+                hi = None if max_p is None else max_p - n
+                if extra_member is None or hi == 0:
+                    result: Expr = Terminal(rx.EPS if lo == 0 and (hi is None or hi >= 0)
+                                            else rx.EMPTY)
+                elif first:
+                    result = separated(extra_member, js.item_sep(), lo, hi)
+                else:
+                    result = _repeat_with_sep(extra_member, js.item_sep(), lo, hi)
+            else:
+                name, value, req = declared[i]
+                member = Seq((Terminal(literal_string_node(name)), js.key_sep(), value))
+                head = member if first else Seq((js.item_sep(), member))
+                nxt = min(n + 1, cap) if max_p is not None or min_p else n
+                if max_p is not None and n + 1 > max_p:
+                    with_it: Expr = Terminal(rx.EMPTY)
+                else:
+                    with_it = Seq((head, tail(i + 1, nxt, False)))
+                result = with_it if req else Choice((with_it, tail(i + 1, n, first)))
+            rule = f"obj{len(self.rules)}"
+            self.rules[rule] = result
+            memo[key] = Ref(rule)
+            return memo[key]
+
+        return Seq((text("{"), js.ws(), tail(0, 0, True), js.ws(), text("}")))
+
+    # ------------------------------------------------------------------ arrays
+    def array(self, members: list[Member]) -> Expr:
+        js = self.json
+        min_i, max_i = 0, None
+        prefix_len = 0
+        for m in members:
+            s = m.schema
+            if "minItems" in s:
+                min_i = max(min_i, _count(s["minItems"], m, "minItems"))
+            if "maxItems" in s:
+                v = _count(s["maxItems"], m, "maxItems")
+                max_i = v if max_i is None else min(max_i, v)
+            prefix_len = max(prefix_len, len(_prefix(s)))
+        contains = [m for m in members if "contains" in m.schema]
+
+        def at(i: int | None) -> Expr | None:
+            """The item expression at position i (None: beyond every prefix)."""
+            subs: list[Member] = []
+            for m in members:
+                s = m.schema
+                prefix = _prefix(s)
+                if i is not None and i < len(prefix):
+                    subs.append(Member(f"{m.uri}/{_prefix_kw(s)}/{i}", prefix[i], m.base))
+                    continue
+                rest, kw = _rest_items(s)
+                if rest is False:
+                    return None
+                if rest is not None:
+                    subs.append(Member(f"{m.uri}/{kw}", rest, m.base))
+            return self.conj_ref(subs) if subs else js.any_value()
+
+        if contains:
+            if len(contains) > 1 or prefix_len or max_i is not None or min_i:
+                self.unsupported("contains with prefixItems, item counts or another contains",
+                                 contains[0], "contains")
+            m = contains[0]
+            need = _count(m.schema.get("minContains", 1), m, "minContains")
+            item = at(None)
+            if item is None:
+                return Terminal(rx.EMPTY) if need else js.wrap("[", Terminal(rx.EMPTY), "]")
+            if need == 0:
+                return js.wrap("[", item, "]")
+            hit = self.conj_ref([Member(m.uri + "/contains", m.schema["contains"], m.base)]
+                                + self.items_members(members))
+            sep = js.item_sep()
+            others = Seq((item, sep))
+            parts: list[Expr] = [text("["), js.ws()]
+            for k in range(need):
+                parts += [_star(others), hit]
+                if k + 1 < need:
+                    parts.append(sep)
+            parts += [_star(Seq((sep, item))), js.ws(), text("]")]
+            return Seq(tuple(parts))
+
+        def tail(i: int, first: bool) -> Expr:
+            if max_i is not None and i >= max_i:
+                return Terminal(rx.EPS)
+            if i < prefix_len:
+                item = at(i)
+                if item is None:
+                    return Terminal(rx.EPS if i >= min_i else rx.EMPTY)
+                head = item if first else Seq((js.item_sep(), item))
+                more = Seq((head, tail(i + 1, False)))
+                return Choice((Terminal(rx.EPS), more)) if i >= min_i else more
+            item = at(None)
+            lo = max(min_i - i, 0)
+            hi = None if max_i is None else max_i - i
+            if item is None:
+                return Terminal(rx.EPS if lo == 0 else rx.EMPTY)
+            if first:
+                return separated(item, js.item_sep(), lo, hi)
+            return _repeat_with_sep(item, js.item_sep(), lo, hi)
+
+        return Seq((text("["), js.ws(), tail(0, True), js.ws(), text("]")))
+
+    def items_members(self, members: list[Member]) -> list[Member]:
+        out = []
+        for m in members:
+            rest, kw = _rest_items(m.schema)
+            if rest is not None:
+                out.append(Member(f"{m.uri}/{kw}", rest, m.base))
+        return out
+
+    # ------------------------------------------------------------------ oneOf
+    def disjoint(self, subs: list[Member]) -> bool:
+        """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
+        sigs = []
+        for sub in subs:
+            members = self.expand([sub])
+            if members is None:
+                sigs.append(("never",))
+                continue
+            types = set(TYPES)
+            consts: dict[str, list] = {}
+            values = None
+            for m in members:
+                s = m.schema
+                if "anyOf" in s or "oneOf" in s:
+                    return False
+                t = s.get("type")
+                if t is not None:
+                    ts = {t} if isinstance(t, str) else set(t)
+                    if "number" in ts:
+                        ts.add("integer")
+                    types &= ts
+                for k, p in (s.get("properties") or {}).items():
+                    if isinstance(p, dict) and ("const" in p or "enum" in p) and \
+                            k in s.get("required", ()):
+                        consts[k] = [p["const"]] if "const" in p else list(p["enum"])
+            values = self.enumerated(members)
+            sigs.append((types, consts, values))
+        for i in range(len(sigs)):
+            for j in range(i + 1, len(sigs)):
+                a, b = sigs[i], sigs[j]
+                if a == ("never",) or b == ("never",):
+                    continue
+                if not _sigs_disjoint(a, b):
+                    return False
+        return True
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _sigs_disjoint(a, b) -> bool:
+    ta, ca, va = a
+    tb, cb, vb = b
+    if not (ta & tb):
+        return True
+    if va is not None and vb is not None and not any(
+            _json_equal(x, y) for x in va for y in vb):
+        return True
+    if va is not None and not any(_json_type(x) in tb or (
+            _json_type(x) == "integer" and "number" in tb) for x in va):
+        return True
+    if vb is not None and not any(_json_type(y) in ta or (
+            _json_type(y) == "integer" and "number" in ta) for y in vb):
+        return True
+    if (ta & tb) <= {"object"}:
+        for k in set(ca) & set(cb):
+            if not any(_json_equal(x, y) for x in ca[k] for y in cb[k]):
+                return True
+    return False
+
+
+def _star(e: Expr) -> Expr:
+    from automask.grammar.ir import Repeat
+
+    return Repeat(e, 0, None)
+
+
+def _repeat_with_sep(item: Expr, sep: Expr, lo: int, hi: int | None) -> Expr:
+    from automask.grammar.ir import Repeat
+
+    if hi is not None and hi < lo:
+        return Terminal(rx.EMPTY)
+    return Repeat(Seq((sep, item)), lo, hi)
+
+
+def _prefix(s: dict) -> list:
+    if isinstance(s.get("prefixItems"), list):
+        return s["prefixItems"]
+    if isinstance(s.get("items"), list):  # draft-07 array form
+        return s["items"]
+    return []
+
+
+def _prefix_kw(s: dict) -> str:
+    return "prefixItems" if isinstance(s.get("prefixItems"), list) else "items"
+
+
+def _rest_items(s: dict):
+    """The schema of items past the prefix (None: unconstrained) and its keyword."""
+    if isinstance(s.get("items"), list):
+        return s.get("additionalItems"), "additionalItems"
+    if "items" in s:
+        return s["items"], "items"
+    return None, "items"
+
+
+def _without(schema: dict, kw: str) -> dict:
+    return {k: v for k, v in schema.items() if k != kw and k != "$ref" and k != "allOf"}
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(m: Member, kw: str | None = None) -> str:
+    frag = m.uri.rsplit("#", 1)[-1]
+    ptr = "#" + frag
+    return ptr if kw is None else f"{ptr}/{kw}"
+
+
+def _count(value, m: Member, kw: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
+            isinstance(value, float) and not value.is_integer()):
+        raise GrammarError(f"{kw} must be a non-negative integer", _pointer(m, kw))
+    return int(value)
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _dec(v) -> Decimal:
+    return Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+
+
+def _number_bounds(lo, lo_x, hi, hi_x) -> dict:
+    out = {}
+    if lo is not None:
+        out["exclusive_minimum" if lo_x else "minimum"] = lo
+    if hi is not None:
+        out["exclusive_maximum" if hi_x else "maximum"] = hi
+    return out
+
+
+def _json_type(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "integer" if v.is_integer() else "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _json_equal(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b

@@ -1,0 +1,177 @@
+"""JSON text as grammar pieces: whitespace, strings with escapes, literals, any value.
+
+String constraints (pattern, length, format, enum) are regexes over the
+*decoded* text; :data:`JSON_STRING_CODE` spells that text the way JSON writes
+it, so the constraint and the escaping compose exactly. Escapes accepted:
+the short forms (``\\" \\\\ \\/ \\b \\f \\n \\r \\t``) and ``\\uXXXX`` for control
+characters, ``"`` and ``\\`` (what ``json.dumps`` writes); other characters
+are written as themselves (UTF-8), never as ``\\u`` escapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+
+from automask.errors import GrammarError
+from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal, text
+from automask.regex import nodes as rx
+from automask.regex import utf8
+
+
+def _json_spellings() -> dict[int, list[bytes]]:
+    def hex_forms(b: int) -> list[bytes]:
+        lower = f"\\u{b:04x}".encode()
+        upper = f"\\u{b:04X}".encode()
+        return [lower] if lower == upper else [lower, upper]
+
+    spellings: dict[int, list[bytes]] = {b: [bytes([b])] for b in range(0x20, 256)
+                                         if b not in (0x22, 0x5C)}
+    for b in range(0x20):
+        spellings[b] = hex_forms(b)
+    for b, short in zip(b"\b\f\n\r\t", b"bfnrt", strict=True):
+        spellings[b].append(b"\\" + bytes([short]))
+    spellings[0x22] = [b'\\"'] + hex_forms(0x22)
+    spellings[0x5C] = [b"\\\\"] + hex_forms(0x5C)
+    spellings[0x2F] = [b"/", b"\\/"]
+    return spellings
+
+
+JSON_STRING_CODE = rx.Code(_json_spellings(), "json")
+ANY_CHAR = utf8.any_char()
+ANY_TEXT = rx.star(ANY_CHAR)
+QUOTE = rx.literal(b'"')
+
+
+def string_node(content: rx.Node) -> rx.Node:
+    """A JSON string literal whose decoded text matches ``content``."""
+    return rx.concat(QUOTE, rx.encoded(content, JSON_STRING_CODE), QUOTE)
+
+
+def literal_string_node(value: str) -> rx.Node:
+    return string_node(utf8.literal_text(value))
+
+
+INTEGER_TEXT = r"-?(0|[1-9][0-9]*)"
+NUMBER_TEXT = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where whitespace may go, and how much (always bounded)."""
+
+    ws: rx.Node          # between any two tokens
+    item_sep: rx.Node    # ws , ws
+    key_sep: rx.Node     # ws : ws
+
+    @classmethod
+    def make(cls, whitespace: str | int = "flexible", max_whitespace: int = 24) -> Layout:
+        if whitespace == "flexible":
+            ws = rx.repeat(rx.byte_set(sum(1 << b for b in b" \t\n\r")), 0, max_whitespace)
+        elif whitespace == "compact":
+            ws = rx.EPS
+        elif isinstance(whitespace, int) and not isinstance(whitespace, bool) and whitespace >= 0:
+            # A newline and indentation (any depth, bounded), or a single space.
+            ws = rx.alt(rx.EPS, rx.literal(b" "),
+                        rx.concat(rx.literal(b"\n"), rx.repeat(rx.literal(b" "), 0,
+                                                               max(max_whitespace, 64))))
+        else:
+            raise GrammarError(f"whitespace must be 'flexible', 'compact' or an indent, "
+                               f"not {whitespace!r}")
+        return cls(ws, rx.concat(ws, rx.literal(b","), ws), rx.concat(ws, rx.literal(b":"), ws))
+
+
+class JsonPieces:
+    """Grammar fragments for one layout; ``any_value`` is a recursive rule."""
+
+    def __init__(self, layout: Layout, rules: dict[str, Expr], prefix: str = "json"):
+        self.layout = layout
+        self.rules = rules
+        self.prefix = prefix
+        self._any: Ref | None = None
+
+    def ws(self) -> Terminal:
+        return Terminal(self.layout.ws)
+
+    def item_sep(self) -> Terminal:
+        return Terminal(self.layout.item_sep)
+
+    def key_sep(self) -> Terminal:
+        return Terminal(self.layout.key_sep)
+
+    def any_value(self) -> Ref:
+        """Any JSON value (a rule, built once)."""
+        if self._any is None:
+            p = self.prefix
+            self._any = Ref(f"{p}:value")
+            member = Seq((Terminal(string_node(ANY_TEXT)), self.key_sep(), self._any))
+            self.rules[f"{p}:value"] = Choice((
+                Terminal(rx.alt(literal_node(None), literal_node(True), literal_node(False),
+                                number_regex(), string_node(ANY_TEXT))),
+                self.wrap("{", member, "}"),
+                self.wrap("[", self._any, "]"),
+            ))
+        return self._any
+
+    def wrap(self, open_: str, element: Expr, close: str, lo: int = 0,
+             hi: int | None = None) -> Expr:
+        """``open ws [element (sep element)*] ws close`` with lo..hi elements."""
+        return Seq((text(open_), self.ws(), separated(element, self.item_sep(), lo, hi),
+                    self.ws(), text(close)))
+
+    def value(self, value) -> Expr:
+        """Exactly the JSON value ``value`` (numbers by value, strings with any escapes)."""
+        if isinstance(value, dict):
+            members = [Seq((Terminal(literal_string_node(k)), self.key_sep(), self.value(v)))
+                       for k, v in value.items()]
+            return Seq((text("{"), self.ws(), _join(members, self.item_sep()), self.ws(),
+                        text("}")))
+        if isinstance(value, list):
+            return Seq((text("["), self.ws(), _join([self.value(v) for v in value],
+                                                     self.item_sep()), self.ws(), text("]")))
+        return Terminal(literal_node(value))
+
+
+def _join(items: list[Expr], sep: Expr) -> Expr:
+    if not items:
+        return Terminal(rx.EPS)
+    out: list[Expr] = [items[0]]
+    for item in items[1:]:
+        out += [sep, item]
+    return Seq(tuple(out))
+
+
+def separated(element: Expr, sep: Expr, lo: int = 0, hi: int | None = None) -> Expr:
+    """``element (sep element)*`` with ``lo..hi`` elements (zero allowed when lo == 0)."""
+    if hi is not None and hi < lo:
+        return Terminal(rx.EMPTY)
+    if hi == 0:
+        return Terminal(rx.EPS)
+    more = Repeat(Seq((sep, element)), max(lo - 1, 0), None if hi is None else hi - 1)
+    some = Seq((element, more))
+    return some if lo > 0 else Choice((Terminal(rx.EPS), some))
+
+
+@functools.lru_cache(maxsize=1)
+def number_regex() -> rx.Node:
+    from automask.regex.parser import parse_regex
+
+    return parse_regex(NUMBER_TEXT)
+
+
+def literal_node(value) -> rx.Node:
+    """The texts of a scalar JSON value: numbers compare by value (``1`` == ``1.0``)."""
+    if value is None:
+        return rx.literal(b"null")
+    if value is True:
+        return rx.literal(b"true")
+    if value is False:
+        return rx.literal(b"false")
+    if isinstance(value, str):
+        return literal_string_node(value)
+    if isinstance(value, (int, float)):
+        from automask.schema.numbers import number_node
+
+        return number_node(minimum=value, maximum=value)
+    raise GrammarError(f"not a JSON scalar: {json.dumps(value)[:60]}")
