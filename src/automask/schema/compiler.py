@@ -98,7 +98,7 @@ class _SchemaCompiler:
         self.rules: dict[str, Expr] = {}
         self.json = JsonPieces(Layout.make(options.whitespace, options.max_whitespace),
                                self.rules)
-        self.root_base = "automask:root"
+        self.root_base = "file:///automask/root.json"
         self.docs: dict[str, object] = {}       # base URI -> schema
         self.anchors: dict[str, tuple[object, str, str]] = {}
         self._index(schema, self.root_base, "")
@@ -159,6 +159,8 @@ class _SchemaCompiler:
         members = self.expand(members)
         if members is None:
             return Terminal(rx.EMPTY)
+        if not members:
+            return self.json.any_value()
         key = tuple(sorted({m.uri for m in members}))
         name = self._memo.get(key)
         if name is None:
