@@ -1,0 +1,8 @@
+"""Benchmarks behind ``automask bench ...``: same tokens, same loop, every engine.
+
+Modules: :mod:`~automask.bench.grammar_bench` (one grammar over many
+instances, and compile / first-mask timings), :mod:`~automask.bench.peers`
+(adapters for automask and peer engines such as llguidance) and
+:mod:`~automask.bench.stats` (summaries and memory accounting).
+Nothing here is imported by the core library.
+"""

@@ -1,0 +1,222 @@
+"""Engine adapters: automask and its peers behind one interface, so one loop times them all.
+
+Every adapter splits its work the same way, so the numbers line up:
+
+* ``prepare``: the one-off cost per vocabulary (our root token index,
+  llguidance's tokenizer trie), timed by the caller and reported apart;
+* ``parse``: grammar text to the engine's grammar object (not compile time);
+* ``compile``: what the engine needs before the first mask of any sequence;
+* ``new_sequence``: a fresh per-sequence matcher sharing the compiled state,
+  returned as bound callables so the timed loop pays no adapter overhead.
+
+Adding a peer (``--vs xgrammar`` later) means writing one subclass and adding
+it to :data:`PEERS`; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from automask.errors import AutomaskError
+
+
+class PeerError(AutomaskError):
+    """A peer engine is missing, or refused a grammar or tokenizer."""
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A grammar as text plus its format: ``gbnf``, ``lark`` or ``regex``."""
+
+    kind: str
+    text: str
+    label: str
+
+
+class SequenceOps(NamedTuple):
+    """One sequence's operations, as bound callables (cheap to call in a hot loop)."""
+
+    fill: Callable[[np.ndarray], Any]
+    accept: Callable[[int], Any]
+    is_accepting: Callable[[], Any]
+    error: Callable[[], str | None]
+
+
+class Engine:
+    """Base adapter; see the module docstring for what each step covers."""
+
+    name = "?"
+
+    @property
+    def version(self) -> str:
+        return "?"
+
+    def prepare(self, tokenizer_path: str, vocab: Any) -> None:
+        raise NotImplementedError
+
+    def parse(self, spec: GrammarSpec) -> Any:
+        raise NotImplementedError
+
+    def compile(self, parsed: Any) -> Any:
+        raise NotImplementedError
+
+    def new_sequence(self, compiled: Any) -> SequenceOps:
+        raise NotImplementedError
+
+    def allocate_bitmask(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def memory(self, compiled: Any) -> dict[str, Any] | None:
+        """Memory held by ``compiled`` (after use, caches included), or None if unknown."""
+        return None
+
+
+class AutomaskEngine(Engine):
+    """automask itself: ``compile`` is :func:`automask.compile`, sequences are Matchers."""
+
+    name = "automask"
+
+    def __init__(self) -> None:
+        self.vocab: Any = None
+        self.root: Any = None
+
+    @property
+    def version(self) -> str:
+        import automask
+
+        return automask.__version__
+
+    def prepare(self, tokenizer_path: str, vocab: Any) -> None:
+        from automask.engine.compiled import root_tokens
+
+        self.vocab = vocab
+        self.root = root_tokens(vocab)
+
+    def parse(self, spec: GrammarSpec) -> Any:
+        from automask.grammar.ir import Grammar
+
+        if spec.kind == "gbnf":
+            return Grammar.from_gbnf(spec.text)
+        if spec.kind == "lark":
+            return Grammar.from_lark(spec.text)
+        if spec.kind == "regex":
+            return Grammar.from_regex(spec.text)
+        raise ValueError(f"unknown grammar kind {spec.kind!r}")
+
+    def compile(self, parsed: Any) -> Any:
+        from automask.engine.compiled import compile as compile_grammar
+
+        return compile_grammar(parsed, self.vocab)
+
+    def new_sequence(self, compiled: Any) -> SequenceOps:
+        from automask.engine.matcher import Matcher
+
+        m = Matcher(compiled)
+        return SequenceOps(m.fill_bitmask, m.accept_token, m.is_accepting, _no_error)
+
+    def allocate_bitmask(self) -> np.ndarray:
+        from automask.bitmask import allocate_bitmask
+
+        return allocate_bitmask(1, self.vocab.size)
+
+    def memory(self, compiled: Any) -> dict[str, Any]:
+        """Bytes reachable from the CompiledGrammar, minus what the vocabulary shares.
+
+        The vocabulary and its root token index are shared by every grammar
+        compiled for that vocabulary, so they are reported on their own.
+        """
+        from automask.bench.stats import reachable, total_bytes
+
+        shared = reachable([self.vocab, self.root])
+        own = reachable([compiled], exclude=set(shared))
+        root_only = reachable([self.root], exclude={id(self.vocab)})
+        return {
+            "memory_mb": total_bytes(own) / 2**20,
+            "vocab_index_mb": total_bytes(root_only) / 2**20,
+            "method": "reachable objects (sys.getsizeof; ndarray data counted at its owner) "
+                      "from the CompiledGrammar after the walk, excluding the Vocabulary and "
+                      "its shared root token index",
+        }
+
+
+def _no_error() -> None:
+    return None
+
+
+class LLGuidanceEngine(Engine):
+    """llguidance through its Python API (``LLTokenizer``, ``LLMatcher``).
+
+    Compile is creating an ``LLMatcher`` (grammar to parser, lexer set up).
+    Each sequence is a ``deep_copy()`` of that compiled matcher, which is
+    what "compile once, one fresh matcher per sequence" means for
+    llguidance (the copies share its lexer caches); creating a new
+    ``LLMatcher`` per sequence would add a full compile to every sequence.
+    """
+
+    name = "llguidance"
+
+    def __init__(self) -> None:
+        try:
+            import llguidance
+            import llguidance.numpy
+        except ImportError as e:
+            raise PeerError(
+                "llguidance is not installed (pip install 'automask[bench]')") from e
+        self._ll = llguidance
+        self._np = llguidance.numpy
+        self.tokenizer: Any = None
+
+    @property
+    def version(self) -> str:
+        return str(getattr(self._ll, "__version__", "?"))
+
+    def prepare(self, tokenizer_path: str, vocab: Any) -> None:
+        with open(tokenizer_path, encoding="utf-8") as f:
+            text = f.read()
+        eos = list(vocab.eos_token_ids) or None
+        try:
+            self.tokenizer = self._ll.LLTokenizer(text, n_vocab=vocab.size, eos_token=eos)
+        except Exception as e:  # the Rust side raises plain ValueError/RuntimeError
+            raise PeerError(f"llguidance cannot load {tokenizer_path}: {e}") from e
+
+    def parse(self, spec: GrammarSpec) -> Any:
+        try:
+            return self._ll.grammar_from(spec.kind, spec.text)  # type: ignore[arg-type]
+        except Exception as e:
+            raise PeerError(f"llguidance cannot read the {spec.kind} grammar: {e}") from e
+
+    def compile(self, parsed: Any) -> Any:
+        m = self._ll.LLMatcher(self.tokenizer, parsed, log_level=0)
+        if m.is_error():
+            raise PeerError(f"llguidance rejects the grammar: {_one_line(m.get_error())}")
+        return m
+
+    def new_sequence(self, compiled: Any) -> SequenceOps:
+        m = compiled.deep_copy()
+        fill = functools.partial(self._np.fill_next_token_bitmask, m)
+        return SequenceOps(fill, m.consume_token, m.is_accepting,
+                        lambda: _one_line(m.get_error()) if m.is_error() else None)
+
+    def allocate_bitmask(self) -> np.ndarray:
+        return self._np.allocate_token_bitmask(1, self.tokenizer.vocab_size)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+PEERS: dict[str, type[Engine]] = {"llguidance": LLGuidanceEngine}
+
+
+def make_peer(name: str) -> Engine:
+    """Instantiate the adapter for ``--vs name`` (raises PeerError when unavailable)."""
+    try:
+        cls = PEERS[name]
+    except KeyError:
+        raise PeerError(f"unknown peer {name!r}; known: {', '.join(sorted(PEERS))}") from None
+    return cls()

@@ -1,0 +1,201 @@
+"""The ``automask`` command line.
+
+Layout (each leaf is registered by one ``_add_*`` function and runs one
+``_cmd_*`` handler, importing its module lazily so ``--version`` stays fast)::
+
+    automask --version
+    automask bench grammar ...   one grammar over many instances, vs peers
+    automask bench compile ...   compile and first-mask times of grammars/regexes
+
+Later commands slot in the same way: ``automask generate`` as a sibling of
+``bench`` in :func:`build_parser`, and ``bench maskbench`` / ``bench jsts`` /
+``bench generate`` as siblings in :func:`_add_bench`.
+
+Errors automask raises on purpose (bad grammar, unreadable input, missing
+peer) print one line on stderr and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from automask import __version__
+from automask.errors import AutomaskError
+
+EXIT_USAGE = 2  # bad input, as argparse does for bad arguments
+EXIT_CHECK_FAILED = 1  # the command ran, but a requested budget check failed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="automask",
+        description="Compile grammars into LLM token masks; benchmark and compare engines.",
+    )
+    parser.add_argument("--version", action="version", version=f"automask {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_bench(commands)
+    # `automask generate` will be registered here.
+    return parser
+
+
+def _add_bench(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser("bench", help="benchmarks (mask time, compile time)",
+                                description="Benchmarks of automask, optionally vs peers.")
+    kinds = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
+    _add_bench_grammar(kinds)
+    _add_bench_compile(kinds)
+    # `bench maskbench`, `bench jsts` and `bench generate` will be registered here.
+
+
+def _peer_names() -> list[str]:
+    from automask.bench.peers import PEERS
+
+    return sorted(PEERS)
+
+
+def _add_bench_grammar(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser(
+        "grammar",
+        help="mask+commit time of one grammar over many instances",
+        description="Compile one grammar K times, then walk every instance token by token, "
+                    "timing fill-bitmask + bit check + commit per token (MaskBench protocol).",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--grammar", metavar="FILE", help="a .gbnf or .lark grammar file")
+    src.add_argument("--regex", metavar="R", help="a regular expression (whole-output match)")
+    p.add_argument("--tokenizer", metavar="PATH", required=True,
+                   help="tokenizer.json (or a folder with one), .gguf or tiktoken file")
+    p.add_argument("--instances", metavar="FILE", required=True,
+                   help="MaskBench .jsonl[.gz] (its valid tests), a .json list of strings, "
+                        "or a text file with one instance per line")
+    p.add_argument("--vs", action="append", default=[], choices=_peer_names(), metavar="PEER",
+                   help=f"also run a peer engine on the same tokens ({', '.join(_peer_names())});"
+                        " repeatable")
+    p.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                   help="use the first N instances (default: all)")
+    p.add_argument("--repeat-compile", type=_positive_int, default=5, metavar="K",
+                   help="compiles to time; the first is the cold one (default 5)")
+    p.add_argument("--json", metavar="OUT", help="write every number as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_grammar)
+
+
+class _AppendSource(argparse.Action):
+    """Keep ``--grammar`` and ``--regex`` in one list, in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, self.dest) or [])
+        items.append((self.const, values))
+        setattr(namespace, self.dest, items)
+
+
+def _add_bench_compile(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser(
+        "compile",
+        help="compile time and first-mask time of grammars and regexes",
+        description="For each grammar/regex: compile time and the time of the first "
+                    "fill_bitmask on a fresh matcher, cold (first in the process) and warm.",
+    )
+    p.add_argument("--tokenizer", metavar="PATH", required=True,
+                   help="tokenizer.json (or a folder with one), .gguf or tiktoken file")
+    p.add_argument("--grammar", dest="sources", action=_AppendSource, const="grammar",
+                   metavar="FILE", help="a .gbnf or .lark file (repeatable)")
+    p.add_argument("--regex", dest="sources", action=_AppendSource, const="regex",
+                   metavar="R", help="a regular expression (repeatable)")
+    p.add_argument("--repeat", type=_positive_int, default=5, metavar="K",
+                   help="compiles per grammar; the first is the cold one (default 5)")
+    p.add_argument("--vs", action="append", default=[], choices=_peer_names(), metavar="PEER",
+                   help="also time a peer engine (repeatable)")
+    p.add_argument("--max-compile-ms", type=float, metavar="MS",
+                   help="exit 1 if some cold compile takes longer")
+    p.add_argument("--max-first-mask-ms", type=float, metavar="MS",
+                   help="exit 1 if some cold first mask takes longer")
+    p.add_argument("--json", metavar="OUT", help="write every number as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_compile, sources=[])
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+# ----------------------------------------------------------------------------- handlers
+
+
+def _make_peers(names: Sequence[str]) -> list:
+    from automask.bench.peers import make_peer
+
+    return [make_peer(n) for n in dict.fromkeys(names)]
+
+
+def _write_json(path: str | None, result: dict) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+
+
+def _cmd_bench_grammar(args: argparse.Namespace) -> int:
+    from automask.bench import grammar_bench as gb
+
+    spec = gb.grammar_spec_from_file(args.grammar) if args.grammar else gb.regex_spec(args.regex)
+    result = gb.run_grammar_bench(spec, args.tokenizer, args.instances,
+                                  peers=_make_peers(args.vs), limit=args.limit,
+                                  repeat_compile=args.repeat_compile)
+    _write_json(args.json, result)
+    return 0
+
+
+def _cmd_bench_compile(args: argparse.Namespace) -> int:
+    from automask.bench import grammar_bench as gb
+
+    if not args.sources:
+        raise gb.BenchInputError("bench compile needs at least one --grammar or --regex")
+    specs = [gb.grammar_spec_from_file(v) if kind == "grammar" else gb.regex_spec(v)
+             for kind, v in args.sources]
+    result = gb.run_compile_bench(specs, args.tokenizer, peers=_make_peers(args.vs),
+                                  repeat=args.repeat)
+    fails = gb.check_limits(result, args.max_compile_ms, args.max_first_mask_ms)
+    result["check_failures"] = fails
+    _write_json(args.json, result)
+    errors = [r for r in result["results"] if r["error"]]
+    for r in errors:
+        print(f"automask: error: {r['source']}: {r['error']}", file=sys.stderr)
+    for line in fails:
+        if not any(line.startswith(f"{r['source']}:") for r in errors):
+            print(f"automask: check failed: {line}", file=sys.stderr)
+    if errors:
+        return EXIT_USAGE
+    return EXIT_CHECK_FAILED if fails else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``automask`` script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except AutomaskError as e:
+        print(f"automask: error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"automask: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("automask: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
