@@ -12,7 +12,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from automask.engine.earley import Parser, ParserTables
+from automask.engine.earley import Parser, ParserTables, follow_lexemes
 from automask.engine.lexer import LexerDFA
 from automask.engine.masks import MaskComputer
 from automask.engine.state import Runtime
@@ -28,8 +28,13 @@ class Limits:
 
     max_lexer_states: int = 200_000
     max_earley_items: int = 100_000
-    max_configs: int = 500_000
-    mask_cache_size: int = 20_000
+    #: interned configurations / Earley sets kept before the tables are reset
+    max_configs: int = 20_000
+    max_earley_sets: int = 20_000
+    #: byte budgets of the mask-side caches
+    mask_cache_bytes: int = 12 << 20
+    scan_cache_bytes: int = 12 << 20
+    decision_cache_bytes: int = 6 << 20
     max_forced_bytes: int = 4096
 
 
@@ -59,12 +64,14 @@ class CompiledGrammar:
         self._eos_set = frozenset(self.eos_token_ids)
         self.root = root_tokens(vocab)
         _check_spelling(grammar, self.root)
-        self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states)
+        self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states,
+                              follow_lexemes(grammar))
         self.parser = Parser(ParserTables(grammar), grammar.ignore, self.lexer,
-                             self.limits.max_earley_items)
+                             self.limits.max_earley_items, self.limits.max_earley_sets)
         self.runtime = Runtime(self.lexer, self.parser, self.limits.max_configs)
         self.masks = MaskComputer(self.runtime, self.root, self.eos_token_ids,
-                                  self.limits.mask_cache_size)
+                                  self.limits.mask_cache_bytes, self.limits.scan_cache_bytes,
+                                  self.limits.decision_cache_bytes)
 
     @property
     def vocab_size(self) -> int:

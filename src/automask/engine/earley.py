@@ -66,6 +66,61 @@ class ParserTables:
                         break
 
 
+def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
+    """For each lexeme, the lexemes that may come right after it (None: anything may).
+
+    Context-free FOLLOW sets over lexemes; used to drop tokens early (a token
+    crossing a lexeme end must go on with a byte that can start what follows).
+    """
+    n_lex = len(grammar.lexemes)
+    nts = {p.lhs for p in grammar.productions}
+    nullable = {a: False for a in nts}
+    first: dict[str, set[int]] = {a: set() for a in nts}
+    changed = True
+    while changed:
+        changed = False
+        for p in grammar.productions:
+            all_null = True
+            for sym in p.rhs:
+                add = {sym} if isinstance(sym, int) else first[sym]
+                if not add <= first[p.lhs]:
+                    first[p.lhs] |= add
+                    changed = True
+                if isinstance(sym, int) or not nullable[sym]:
+                    all_null = False
+                    break
+            if all_null and not nullable[p.lhs]:
+                nullable[p.lhs] = changed = True
+    follow_nt: dict[str, set[int]] = {a: set() for a in nts}
+    follow: list[set[int]] = [set() for _ in range(n_lex)]
+    end = -1  # the end of the text
+    follow_nt[grammar.start].add(end)
+    changed = True
+    while changed:
+        changed = False
+        for p in grammar.productions:
+            trailer = set(follow_nt[p.lhs])
+            for sym in reversed(p.rhs):
+                target = follow[sym] if isinstance(sym, int) else follow_nt[sym]
+                if not trailer <= target:
+                    target |= trailer
+                    changed = True
+                if isinstance(sym, int):
+                    trailer = {sym}
+                elif nullable[sym]:
+                    trailer = trailer | first[sym]
+                else:
+                    trailer = set(first[sym])
+    out: list[set[int] | None] = [f - {end} for f in follow]
+    for lex in grammar.ignore:
+        out[lex] = None  # ignored text may stand anywhere
+    if grammar.ignore:
+        for f in out:
+            if f is not None:
+                f.update(grammar.ignore)
+    return out
+
+
 class EarleySet:
     """An interned set of Earley items; see the module docstring."""
 
@@ -79,7 +134,7 @@ class Parser:
     """Builds and interns Earley sets, and memoizes lexeme completions."""
 
     def __init__(self, tables: ParserTables, ignore: tuple[int, ...], lexer,
-                 max_items: int = 100_000, max_sets: int = 2_000_000):
+                 max_items: int = 100_000, max_sets: int = 20_000):
         self.t = tables
         self.ignore = tuple(sorted(set(ignore)))
         self.lexer = lexer
@@ -134,7 +189,8 @@ class Parser:
             if found is not None:
                 return found
             if len(self._sets) >= self.max_sets:
-                self._sets.clear()
+                # A bounded cache: sets still referenced stay valid; only sharing is lost.
+                self._sets = {self.initial.key: self.initial} if hasattr(self, "initial") else {}
                 self._completions.clear()
             s = EarleySet()
             s.uid = self._uid

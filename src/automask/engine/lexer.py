@@ -23,8 +23,13 @@ DEAD = 0
 class LexerDFA:
     """Lazily built DFA whose states are sets of live (lexeme, regex) pairs."""
 
-    def __init__(self, lexemes: tuple[rx.Node, ...], max_states: int = 200_000):
+    def __init__(self, lexemes: tuple[rx.Node, ...], max_states: int = 200_000,
+                 follow: list[set[int] | None] | None = None):
         self.lexemes = lexemes
+        # Bytes that may start what follows each lexeme (None: unknown, any byte).
+        self._follow = follow
+        self._follow_bytes: dict[int, int] = {}
+        self._next_ok: dict[int, np.ndarray] = {}
         self.max_states = max_states
         self._ids: dict[tuple, int] = {}
         self.members: list[tuple[tuple[int, rx.Node], ...]] = []
@@ -127,6 +132,32 @@ class LexerDFA:
             self.row(sid)
             live = self.live_bytes[sid]
         return live != 0
+
+    def follow_bytes(self, lex: int) -> int:
+        """Bitmask of the bytes that can start a lexeme that may follow ``lex``."""
+        bits = self._follow_bytes.get(lex)
+        if bits is None:
+            nxt = None if self._follow is None else self._follow[lex]
+            if nxt is None:
+                bits = rx.FULL_BITS
+            else:
+                bits = 0
+                for other in nxt:
+                    bits |= rx.first_bytes(self.lexemes[other])
+            self._follow_bytes[lex] = bits
+        return bits
+
+    def next_ok(self, sid: int) -> np.ndarray:
+        """For an accepting state: which next bytes can go on (in this lexeme or the next)."""
+        lut = self._next_ok.get(sid)
+        if lut is None:
+            self.can_continue(sid)
+            bits = self.live_bytes[sid]
+            for lex in self.accepts[sid]:
+                bits |= self.follow_bytes(lex)
+            lut = np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
+            self._next_ok[sid] = lut
+        return lut
 
     def ensure_rows(self, states: np.ndarray) -> None:
         """Materialize the rows of every state in ``states`` (for vectorized passes)."""

@@ -25,17 +25,27 @@ from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
 
 
 class BoundedCache(dict):
-    """A dict that forgets its oldest entries past ``limit`` (a cheap, bounded cache)."""
+    """A dict bounded by the total *cost* (bytes) of its values; oldest entries go first."""
 
-    def __init__(self, limit: int):
+    def __init__(self, budget: int):
         super().__init__()
-        self.limit = limit
+        self.budget = budget
+        self.used = 0
+        self._costs: dict = {}
 
-    def put(self, key, value):
-        if len(self) >= self.limit:
-            for old in list(self.keys())[: max(1, self.limit // 4)]:
+    def put(self, key, value, cost: int):
+        if key in self:
+            self.used -= self._costs.pop(key, 0)
+        if self.used + cost > self.budget:
+            target = self.budget * 3 // 4 - cost
+            for old in list(self.keys()):
+                if self.used <= target:
+                    break
                 self.pop(old, None)
+                self.used -= self._costs.pop(old, 0)
         self[key] = value
+        self._costs[key] = cost
+        self.used += cost
         return value
 
 
@@ -53,14 +63,20 @@ class Mask:
     def __init__(self, config: Config, dense: list[np.ndarray], ids: np.ndarray):
         self.config = config
         self.dense = dense
-        words = ids >> 5
-        order = np.argsort(words, kind="stable")
-        words, bits = words[order], np.left_shift(np.uint32(1), (ids[order] & 31)
-                                                  .astype(np.uint32))
-        starts = np.flatnonzero(np.r_[True, words[1:] != words[:-1]]) if len(words) else words
-        self.word_idx = words[starts] if len(words) else words.astype(np.int64)
-        self.word_val = np.bitwise_or.reduceat(bits, starts) if len(words) else bits
+        ids = np.sort(ids)
+        words = (ids >> 5).astype(np.int32)
+        bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+        if len(words):
+            starts = np.flatnonzero(np.r_[True, words[1:] != words[:-1]])
+            self.word_idx = words[starts]
+            self.word_val = np.bitwise_or.reduceat(bits, starts)
+        else:
+            self.word_idx, self.word_val = words, bits
         self.empty = not dense and not len(ids)
+
+    @property
+    def nbytes(self) -> int:
+        return self.word_idx.nbytes + self.word_val.nbytes + 200
 
     def write(self, out: np.ndarray) -> None:
         """Write the mask into ``out`` (uint32 words)."""
@@ -78,8 +94,8 @@ class MaskComputer:
     """Computes and caches token masks for configurations."""
 
     def __init__(self, runtime: Runtime, root: RootTokens, eos_ids: tuple[int, ...],
-                 mask_cache_size: int = 20_000, scan_cache_size: int = 50_000,
-                 dense_cache_size: int = 1024):
+                 mask_cache_bytes: int = 12 << 20, scan_cache_bytes: int = 12 << 20,
+                 decision_cache_bytes: int = 6 << 20):
         self.runtime = runtime
         self.root = root
         self.nwords = (root.size + 31) // 32
@@ -87,10 +103,10 @@ class MaskComputer:
                                 dtype=np.int64)
         self.eos_words = pack_bool(_bool_of(eos_ids, root.size))
         self.eos_words.setflags(write=False)
-        self._root_scans: BoundedCache = BoundedCache(dense_cache_size)
-        self._scans: BoundedCache = BoundedCache(scan_cache_size)
-        self._masks: BoundedCache = BoundedCache(mask_cache_size)
-        self._sub: BoundedCache = BoundedCache(scan_cache_size)
+        self._root_scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
+        self._scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
+        self._masks: BoundedCache = BoundedCache(mask_cache_bytes)
+        self._sub: BoundedCache = BoundedCache(decision_cache_bytes)
         self._lock = threading.RLock()
 
     def root_scan(self, ls: int) -> tuple[np.ndarray | None, list[tuple[int, TokenSet]]]:
@@ -104,7 +120,8 @@ class MaskComputer:
                     packed = self.root.pack_rows(inside) if inside.any() else None
                     if packed is not None:
                         packed.setflags(write=False)
-                    found = self._root_scans.put(ls, (packed, crossing))
+                    found = self._root_scans.put(ls, (packed, crossing),
+                                                 _scan_cost(packed, crossing))
         return found
 
     def sub_scan(self, tokens: TokenSet, ls: int) -> tuple[np.ndarray, list]:
@@ -112,7 +129,8 @@ class MaskComputer:
         found = self._scans.get(key)
         if found is None:
             with self._lock:
-                found = self._scans.put(key, scan(tokens, self.runtime.lexer, ls))
+                found = scan(tokens, self.runtime.lexer, ls)
+                self._scans.put(key, found, _scan_cost(*found))
         return found
 
     def mask(self, config: Config) -> Mask:
@@ -134,7 +152,8 @@ class MaskComputer:
                if crossing_rows else np.zeros(0, dtype=np.int64))
         if config.accepting and len(self.eos_ids):
             ids = np.concatenate([ids, self.eos_ids])
-        return self._masks.put(config.uid, Mask(config, dense, ids))
+        mask = Mask(config, dense, ids)
+        return self._masks.put(config.uid, mask, mask.nbytes)
 
     def _decide(self, origin, state: int, child: TokenSet) -> np.ndarray | None:
         """Which suffixes of a crossing group survive, after the lexeme end in ``state``."""
@@ -158,8 +177,12 @@ class MaskComputer:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:
                     result[child.parent_rows[allowed]] = True
-        self._sub.put(key, (config, result))
+        self._sub.put(key, (config, result), result.nbytes + 150)
         return result
+
+
+def _scan_cost(inside, crossing) -> int:
+    return (0 if inside is None else inside.nbytes) + sum(c.nbytes for _, c in crossing) + 200
 
 
 def _bool_of(ids, size: int) -> np.ndarray:

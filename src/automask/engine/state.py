@@ -20,7 +20,7 @@ from automask.engine.lexer import LexerDFA
 class Config:
     """An interned configuration; compare by identity."""
 
-    __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "__weakref__")
+    __slots__ = ("uid", "threads", "accepting", "next", "live_bytes")
 
     def __repr__(self) -> str:
         ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in self.threads)
@@ -34,7 +34,7 @@ class Config:
 class Runtime:
     """Interns configurations and computes their byte transitions."""
 
-    def __init__(self, lexer: LexerDFA, parser: Parser, max_configs: int = 500_000):
+    def __init__(self, lexer: LexerDFA, parser: Parser, max_configs: int = 20_000):
         self.lexer = lexer
         self.parser = parser
         self.ignore = frozenset(parser.ignore)
@@ -59,20 +59,33 @@ class Runtime:
             if c is not None:
                 return c
             if len(self._configs) >= self.max_configs:
-                self._configs.clear()  # bounded cache; live configs stay valid objects
+                self.forget()
             c = Config()
             c.uid = self._uid
             self._uid += 1
             c.threads = threads
             c.accepting = accepting
-            c.next = [None] * 256
+            c.next = {}
             c.live_bytes = -1
             self._configs[key] = c
             return c
 
+    def forget(self) -> None:
+        """Drop the interned configurations and their transitions (a bounded cache).
+
+        Configurations still held by matchers stay valid; their transitions are
+        recomputed (into new objects) when next needed. The initial and dead
+        configurations are kept.
+        """
+        for c in self._configs.values():
+            c.next.clear()
+        self._configs = {k: c for k, c in self._configs.items()
+                         if c is self.dead or c is getattr(self, "initial", None)}
+        self._after.clear()
+
     def step(self, config: Config, byte: int) -> Config:
         """The configuration after one more byte (``self.dead`` if none survives)."""
-        nxt = config.next[byte]
+        nxt = config.next.get(byte)
         if nxt is not None:
             return nxt
         lexer = self.lexer
@@ -127,7 +140,7 @@ class Runtime:
         """The configuration after ``data`` (``self.dead`` as soon as nothing survives)."""
         dead = self.dead
         for byte in data:
-            nxt = config.next[byte]
+            nxt = config.next.get(byte)
             config = nxt if nxt is not None else self.step(config, byte)
             if config is dead:
                 return dead

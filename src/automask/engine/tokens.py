@@ -48,6 +48,11 @@ class TokenSet:
         return TokenSet(self.flat, self.offsets[rows] + skip, self.lengths[rows] - skip,
                         self.root_rows[rows], rows)
 
+    @property
+    def nbytes(self) -> int:
+        return (self.offsets.nbytes + self.lengths.nbytes + self.root_rows.nbytes
+                + (0 if self.parent_rows is None else self.parent_rows.nbytes) + 120)
+
     def row_bytes(self, row: int) -> bytes:
         o = int(self.offsets[row])
         return self.flat[o: o + int(self.lengths[row])].tobytes()
@@ -70,8 +75,8 @@ class RootTokens(TokenSet):
             np.cumsum(lengths[:-1], out=offsets[1:])
         flat = np.frombuffer(b"".join(strings) + b"\0", dtype=np.uint8)
         n = len(strings)
-        super().__init__(flat, offsets, lengths.astype(np.int32), np.arange(n, dtype=np.int64),
-                         None)
+        super().__init__(flat, offsets.astype(np.int32), lengths.astype(np.int32),
+                         np.arange(n, dtype=np.int32), None)
         self.size = size
         # Every id of each row, grouped: ids_sorted[id_starts[r]:id_starts[r+1]].
         counts = np.fromiter((len(by_bytes[s]) for s in strings), dtype=np.int64, count=n)
@@ -126,7 +131,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
     inside = np.zeros(tokens.n, dtype=bool)
     if tokens.n == 0:
         return inside, []
-    idx = np.arange(tokens.n)
+    idx = np.arange(tokens.n, dtype=np.int32)
     offsets, lengths, flat = tokens.offsets, tokens.lengths, tokens.flat
     lexer.row(start)
     # Column 0 from one state: a row lookup instead of a gather per token.
@@ -149,8 +154,13 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
         acc = lexer.accepting[st]
         if acc.any():
             rows, states = idx[acc], st[acc]
+            after = flat[offsets[rows] + j + 1]
             for state in np.unique(states).tolist():
-                groups.setdefault(state, []).append((rows[states == state], j + 1))
+                sel = states == state
+                # Only rows whose next byte can go on (in this lexeme or a following one).
+                sel &= lexer.next_ok(state)[after]
+                if sel.any():
+                    groups.setdefault(state, []).append((rows[sel], j + 1))
             keep = ~acc
             idx, st = idx[keep], st[keep]
             if idx.size == 0:
@@ -160,7 +170,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
         st = lexer.table[st, flat[offsets[idx] + j]]
     crossing = []
     for state, parts in groups.items():
-        rows = np.concatenate([r for r, _ in parts])
-        skip = np.concatenate([np.full(len(r), k, dtype=np.int64) for r, k in parts])
+        rows = np.concatenate([r for r, _ in parts]).astype(np.int32)
+        skip = np.concatenate([np.full(len(r), k, dtype=np.int32) for r, k in parts])
         crossing.append((state, tokens.child(rows, skip)))
     return inside, crossing
