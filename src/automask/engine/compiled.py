@@ -29,8 +29,8 @@ class Limits:
     max_lexer_states: int = 200_000
     max_earley_items: int = 100_000
     #: interned configurations / Earley sets kept before the tables are reset
-    max_configs: int = 20_000
-    max_earley_sets: int = 20_000
+    max_configs: int = 60_000
+    max_earley_sets: int = 60_000
     #: byte budgets of the mask-side caches
     mask_cache_bytes: int = 12 << 20
     scan_cache_bytes: int = 12 << 20

@@ -163,6 +163,7 @@ class Matcher:
         return np.flatnonzero(bits[: self.compiled.vocab.size])
 
     def is_allowed(self, token_id: int) -> bool:
+        self._check_id(token_id)
         words = self.mask_words()
         return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
 

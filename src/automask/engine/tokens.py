@@ -136,6 +136,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
     lexer.row(start)
     # Column 0 from one state: a row lookup instead of a gather per token.
     st = np.asarray(lexer.rows[start], dtype=np.int32)[flat[offsets]]
+    recorded = np.zeros(tokens.n, dtype=bool)  # first possible lexeme end already seen
     groups: dict[int, list[tuple[np.ndarray, int]]] = {}
     j = 0
     while True:
@@ -153,24 +154,24 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
                 break
         acc = lexer.accepting[st]
         if acc.any():
+            acc &= ~recorded[idx]
+        if acc.any():
             rows, states = idx[acc], st[acc]
+            recorded[rows] = True
             after = flat[offsets[rows] + j + 1]
             for state in np.unique(states).tolist():
-                sel = states == state
-                # Only rows whose next byte can go on (in this lexeme or a following one).
-                sel &= lexer.next_ok(state)[after]
+                # Rows whose next byte can go on, in this lexeme or in one that may follow.
+                sel = (states == state) & lexer.next_ok(state)[after]
                 if sel.any():
                     groups.setdefault(state, []).append((rows[sel], j + 1))
-            keep = ~acc
-            idx, st = idx[keep], st[keep]
-            if idx.size == 0:
-                break
         j += 1
         lexer.ensure_rows(st)
         st = lexer.table[st, flat[offsets[idx] + j]]
     crossing = []
     for state, parts in groups.items():
-        rows = np.concatenate([r for r, _ in parts]).astype(np.int32)
+        rows = np.concatenate([r for r, _ in parts])
         skip = np.concatenate([np.full(len(r), k, dtype=np.int32) for r, k in parts])
-        crossing.append((state, tokens.child(rows, skip)))
+        needed = ~inside[rows]  # consumed inside the lexeme anyway: allowed already
+        if needed.any():
+            crossing.append((state, tokens.child(rows[needed], skip[needed])))
     return inside, crossing
