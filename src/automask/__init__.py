@@ -9,6 +9,7 @@ from automask.engine.compiled import CompiledGrammar, Limits, compile
 from automask.engine.matcher import Matcher
 from automask.errors import (
     AutomaskError,
+    EmptyLanguage,
     GrammarError,
     LimitExceeded,
     NoLegalContinuation,
@@ -21,6 +22,7 @@ from automask.vocab import Vocabulary
 __all__ = [
     "AutomaskError",
     "CompiledGrammar",
+    "EmptyLanguage",
     "Grammar",
     "GrammarError",
     "Limits",

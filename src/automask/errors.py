@@ -23,6 +23,10 @@ class UnsupportedFeature(GrammarError):
     """Well-formed input that uses a feature automask does not implement."""
 
 
+class EmptyLanguage(GrammarError):
+    """The grammar (or schema) accepts no string at all: nothing could ever be generated."""
+
+
 class LimitExceeded(AutomaskError):
     """A compile or mask computation went past one of its bounds (states, items, time)."""
 

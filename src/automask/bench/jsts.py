@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automask.errors import AutomaskError
+from automask.errors import AutomaskError, EmptyLanguage
 
 
 @dataclass
@@ -58,6 +58,14 @@ def run_suite(suite_dir: str, vocab, files: list[str] | None = None,
             try:
                 grammar = automask.Grammar.from_json_schema(group["schema"], **schema_options)
                 compiled = automask.compile(grammar, vocab)
+            except EmptyLanguage:
+                # The schema admits nothing: every instance is rejected.
+                for test in tests:
+                    if test["valid"]:
+                        stats.wrong_rejects += 1
+                    else:
+                        stats.passed += 1
+                continue
             except AutomaskError as e:
                 stats.unsupported += len(tests)
                 stats.reasons[str(e)[:90]] += len(tests)

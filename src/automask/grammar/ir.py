@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from automask.errors import GrammarError, LimitExceeded
+from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
 from automask.regex import nodes as rx
 
 # --------------------------------------------------------------------------- expressions
@@ -423,7 +423,7 @@ def _productive(productions: list[Production], start: str) -> list[Production]:
                 productive.add(p.lhs)
                 changed = True
     if start not in productive:
-        raise GrammarError("the grammar accepts no string at all")
+        raise EmptyLanguage("the grammar accepts no string at all")
     kept = [p for p in productions
             if p.lhs in productive and all(isinstance(s, int) or s in productive for s in p.rhs)]
     by_lhs: dict[str, list[Production]] = {}

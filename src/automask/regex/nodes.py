@@ -297,6 +297,8 @@ def _raw_derive(node: Node, byte: int) -> Node:
         if node.a.nullable:
             d = alt(d, _raw_derive(node.b, byte))
         return d
+    if k == K_ENC and not node.plain:
+        return _derive_encoded(node, byte, _raw_derive)
     if k in (K_REPEAT, K_NONEMPTY) and not node.plain:
         inner = _raw_derive(node.a, byte)
         if k == K_NONEMPTY:
@@ -523,13 +525,15 @@ def encoded(inner: Node, code: Code, at: int = 0) -> Node:
                  a=inner, lo=code.uid, hi=at)
 
 
-def _derive_encoded(node: Node, byte: int) -> Node:
+def _derive_encoded(node: Node, byte: int, step=None) -> Node:
+    """``step`` is the inner derivative: :func:`derive`, or the raw one in liveness search."""
+    step = step or derive
     code = _codes[node.lo]
     inner = node.a
     nxt = code.children[node.hi].get(byte)
     if nxt is None:
         return EMPTY
-    out = [encoded(derive(inner, s), code) for s in code.done[nxt]]
-    if code.children[nxt] and any(derive(inner, s) is not EMPTY for s in code.below[nxt]):
+    out = [encoded(step(inner, s), code) for s in code.done[nxt]]
+    if code.children[nxt] and any(step(inner, s) is not EMPTY for s in code.below[nxt]):
         out.append(encoded(inner, code, nxt))
     return alt_of(out)

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urldefrag, urljoin
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Seq, Terminal, lower, text
 from automask.regex import nodes as rx
-from automask.regex.parser import parse_regex_search
+from automask.regex.parser import parse_regex, parse_regex_search
 from automask.schema.json_text import (
     ANY_CHAR,
     ANY_TEXT,
@@ -108,6 +108,8 @@ class _SchemaCompiler:
     # ------------------------------------------------------------------ refs
     def _index(self, schema, base: str, pointer: str) -> None:
         if isinstance(schema, dict):
+            if not pointer:
+                self.docs.setdefault(base, schema)
             if isinstance(schema.get("$id"), str):
                 base = urldefrag(urljoin(base, schema["$id"]))[0]
                 self.docs.setdefault(base, schema)
@@ -186,7 +188,7 @@ class _SchemaCompiler:
                 return None
             if not isinstance(s, dict):
                 raise GrammarError("a schema is an object or a boolean", _pointer(m))
-            if isinstance(s.get("$id"), str) and m.uri != m.base + "#":
+            if isinstance(s.get("$id"), str):
                 m = Member(m.uri, s, urldefrag(urljoin(m.base, s["$id"]))[0])
             out[m.uri] = m
             if "$ref" in s:
@@ -240,17 +242,33 @@ class _SchemaCompiler:
                 return Terminal(rx.EMPTY)
             return Choice(tuple(self.json.value(v) for v in ok))
         alternatives: list[Expr] = []
+        excluded = [v for m in members if isinstance(m.schema.get("not"), dict)
+                    for v in _excluded(m.schema["not"])]
         scalar = rx.EMPTY
-        if "null" in types:
+        if "null" in types and not any(v is None for v in excluded):
             scalar = rx.alt(scalar, literal_node(None))
         if "boolean" in types:
-            scalar = rx.alt(scalar, literal_node(True), literal_node(False))
+            for b in (True, False):
+                if not any(v is b for v in excluded):
+                    scalar = rx.alt(scalar, literal_node(b))
         if "string" in types:
             scalar = rx.alt(scalar, self.string(members))
-        if "number" in types:
-            scalar = rx.alt(scalar, self.number(members, integer=False))
+        numeric = None
+        if "number" in types and "integer" not in types:
+            # Numbers that are not integers: a nonzero fraction, no exponent (sound; the
+            # exponent forms of non-integers are not generated).
+            numeric = rx.intersect(self.number(members, integer=False),
+                                   parse_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"))
+        elif "number" in types:
+            numeric = self.number(members, integer=False)
         elif "integer" in types:
-            scalar = rx.alt(scalar, self.number(members, integer=True))
+            numeric = self.number(members, integer=True)
+        if numeric is not None:
+            gone = [v for v in excluded if _num(v)]
+            if gone:
+                numeric = rx.intersect(numeric, rx.complement(rx.alt_of(
+                    literal_node(v) for v in gone)))
+            scalar = rx.alt(scalar, numeric)
         if scalar is not rx.EMPTY:
             alternatives.append(Terminal(scalar))
         if "object" in types:
@@ -301,6 +319,8 @@ class _SchemaCompiler:
             return set(TYPES)
         if n is False:
             return set()
+        if isinstance(n, dict) and not set(n) - ANNOTATIONS:
+            return set(TYPES)  # not {} is not true
         if isinstance(n, dict) and set(n) - ANNOTATIONS == {"type"}:
             t = n["type"]
             ts = {t} if isinstance(t, str) else set(t)
@@ -308,7 +328,9 @@ class _SchemaCompiler:
                 ts.add("integer")
             return ts
         if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
-            return set()  # handled by value_ok / string exclusion
+            if any(isinstance(v, (dict, list)) for v in _excluded(n)):
+                self.unsupported("'not' of object or array values", m, "not")
+            return set()  # enforced per type: see excluded_values()
         self.unsupported("this form of 'not'", m, "not")
         return set()
 
@@ -487,7 +509,7 @@ class _SchemaCompiler:
     # ------------------------------------------------------------------ objects
     def object(self, members: list[Member]) -> Expr:
         order: list[str] = []
-        required: set[str] = set()
+        required: list[str] = []
         min_p, max_p = 0, None
         names_node = ANY_TEXT
         for m in members:
@@ -501,7 +523,7 @@ class _SchemaCompiler:
             req = s.get("required", [])
             if not isinstance(req, list):
                 raise GrammarError("required must be an array", _pointer(m, "required"))
-            required.update(req)
+            required += [k for k in req if k not in required]
             if "minProperties" in s:
                 min_p = max(min_p, _count(s["minProperties"], m, "minProperties"))
             if "maxProperties" in s:
@@ -558,9 +580,9 @@ class _SchemaCompiler:
         """What member ``m`` requires of the value of ``key`` (None: the key is forbidden)."""
         s = m.schema
         props = s.get("properties", {})
-        if key in props:
-            return [Member(f"{m.uri}/properties/{_escape(key)}", props[key], m.base)]
         out = []
+        if key in props:
+            out.append(Member(f"{m.uri}/properties/{_escape(key)}", props[key], m.base))
         for pat, sub in (s.get("patternProperties") or {}).items():
             if rx.matches(parse_regex_search(pat), key.encode("utf-8")):
                 out.append(Member(f"{m.uri}/patternProperties/{_escape(pat)}", sub, m.base))
@@ -772,6 +794,14 @@ class _SchemaCompiler:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _excluded(n: dict) -> list:
+    """The values a ``not: {enum/const}`` excludes."""
+    values = list(n.get("enum") or [])
+    if "const" in n:
+        values.append(n["const"])
+    return values
 
 
 def _sigs_disjoint(a, b) -> bool:
