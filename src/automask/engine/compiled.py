@@ -29,12 +29,12 @@ class Limits:
     max_lexer_states: int = 200_000
     max_earley_items: int = 100_000
     #: interned configurations / Earley sets kept before the tables are reset
-    max_configs: int = 60_000
-    max_earley_sets: int = 60_000
+    max_configs: int = 16_000
+    max_earley_sets: int = 16_000
     #: byte budgets of the mask-side caches
-    mask_cache_bytes: int = 12 << 20
-    scan_cache_bytes: int = 12 << 20
-    decision_cache_bytes: int = 6 << 20
+    mask_cache_bytes: int = 8 << 20
+    scan_cache_bytes: int = 8 << 20
+    decision_cache_bytes: int = 4 << 20
     max_forced_bytes: int = 4096
 
 

@@ -17,6 +17,7 @@ flag) take part in a set's identity; completed items do not affect the future.
 from __future__ import annotations
 
 import threading
+from array import array
 
 from automask.errors import LimitExceeded
 from automask.grammar.ir import Grammar
@@ -166,8 +167,9 @@ class Parser:
             sym = nxt_sym[core]
             if sym is None:
                 if origin is not None:  # completion; self-origin ones are covered by nullability
-                    for c2, o2 in origin.by_symbol.get(-(t.lhs[core] + 1), ()):
-                        add(c2 + 1, o2)
+                    waiting = origin.by_symbol.get(-(t.lhs[core] + 1), ())
+                    for i in range(0, len(waiting), 2):
+                        add(waiting[i] + 1, waiting[i + 1])
             elif sym < 0:
                 nt = -sym - 1
                 if nt not in predicted:
@@ -179,8 +181,9 @@ class Parser:
             if len(items) > self.max_items:
                 raise LimitExceeded(f"an Earley set exceeds {self.max_items} items")
         accepting = any(k[0] == t.top_done for k in items)
-        live = frozenset(k for k in items if nxt_sym[k[0]] is not None)
-        key = (live, accepting)
+        # The identity of a set: its live items as a compact, exact byte string.
+        live = sorted(k for k in items if nxt_sym[k[0]] is not None)
+        key = array("q", [accepting] + [x for k in live for x in k]).tobytes()
         found = self._sets.get(key)
         if found is not None:
             return found
@@ -207,7 +210,9 @@ class Parser:
                 by_symbol.setdefault(sym, []).append((core, s if origin is None else origin))
                 if sym >= 0:
                     lexemes.add(sym)
-            s.by_symbol = by_symbol
+            # Flat (core, origin, core, origin, ...) tuples: one object per symbol.
+            s.by_symbol = {sym: tuple(x for pair in v for x in pair)
+                           for sym, v in by_symbol.items()}
             if self.ignore and (lexemes or accepting):
                 lexemes.update(self.ignore)
             s.lexemes = tuple(sorted(lexemes))
@@ -217,14 +222,16 @@ class Parser:
 
     def complete(self, completions: frozenset[tuple[EarleySet, int]]) -> EarleySet:
         """The set after the given (origin set, lexeme) pairs all end at one position."""
-        key = frozenset((s.uid, lex) for s, lex in completions)
+        key = frozenset((s.uid, lex) for s, lex in completions) if len(completions) > 1 else (
+            next(iter(completions))[0].uid, next(iter(completions))[1])
         found = self._completions.get(key)
         if found is not None:
             return found
         kernel = []
         for s, lex in completions:
-            for core, origin in s.by_symbol.get(lex, ()):
-                kernel.append((core + 1, origin))
+            waiting = s.by_symbol.get(lex, ())
+            for i in range(0, len(waiting), 2):
+                kernel.append((waiting[i] + 1, waiting[i + 1]))
         result = self._build(kernel)
         self._completions[key] = result
         return result

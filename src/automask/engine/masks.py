@@ -58,10 +58,9 @@ class Mask:
     bitmask row is a copy, an OR per extra thread, and one fancy-indexed OR.
     """
 
-    __slots__ = ("config", "dense", "word_idx", "word_val", "empty")
+    __slots__ = ("dense", "word_idx", "word_val", "empty")
 
-    def __init__(self, config: Config, dense: list[np.ndarray], ids: np.ndarray):
-        self.config = config
+    def __init__(self, dense: list[np.ndarray], ids: np.ndarray):
         self.dense = dense
         ids = np.sort(ids)
         words = (ids >> 5).astype(np.int32)
@@ -125,7 +124,7 @@ class MaskComputer:
         return found
 
     def sub_scan(self, tokens: TokenSet, ls: int) -> tuple[np.ndarray, list]:
-        key = (tokens.uid, ls)
+        key = (tokens.uid << 32) | ls
         found = self._scans.get(key)
         if found is None:
             with self._lock:
@@ -135,8 +134,8 @@ class MaskComputer:
 
     def mask(self, config: Config) -> Mask:
         """The mask of ``config`` (cached)."""
-        found = self._masks.get(config.uid)
-        if found is not None and found.config is config:
+        found = self._masks.get(config.uid)  # uids are never reused
+        if found is not None:
             return found
         dense: list[np.ndarray] = []
         crossing_rows: list[np.ndarray] = []
@@ -152,7 +151,7 @@ class MaskComputer:
                if crossing_rows else np.zeros(0, dtype=np.int64))
         if config.accepting and len(self.eos_ids):
             ids = np.concatenate([ids, self.eos_ids])
-        mask = Mask(config, dense, ids)
+        mask = Mask(dense, ids)
         return self._masks.put(config.uid, mask, mask.nbytes)
 
     def _decide(self, origin, state: int, child: TokenSet) -> np.ndarray | None:
@@ -165,10 +164,10 @@ class MaskComputer:
 
     def allowed(self, config: Config, tokens: TokenSet) -> np.ndarray:
         """Which rows of a child token set ``config`` accepts (bool array)."""
-        key = (config.uid, tokens.uid)
+        key = (config.uid << 32) | tokens.uid  # uids are never reused
         found = self._sub.get(key)
-        if found is not None and found[0] is config:
-            return found[1]
+        if found is not None:
+            return found
         result = np.zeros(tokens.n, dtype=bool)
         for origin, ls in config.threads:
             inside, crossing = self.sub_scan(tokens, ls)
@@ -177,7 +176,7 @@ class MaskComputer:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:
                     result[child.parent_rows[allowed]] = True
-        self._sub.put(key, (config, result), result.nbytes + 150)
+        self._sub.put(key, result, result.nbytes + 150)
         return result
 
 

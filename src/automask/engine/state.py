@@ -11,6 +11,7 @@ byte transitions memoized, so after warm-up a step is a list lookup per byte.
 from __future__ import annotations
 
 import threading
+from array import array
 
 from automask.engine.earley import EarleySet, Parser
 from automask.engine.lexer import DEAD as LEX_DEAD
@@ -40,7 +41,7 @@ class Runtime:
         self.ignore = frozenset(parser.ignore)
         self.max_configs = max_configs
         self._configs: dict[tuple, Config] = {}
-        self._after: dict[tuple[int, int], tuple[EarleySet, Config]] = {}
+        self._after: dict[int, Config] = {}
         self._lock = threading.Lock()
         self._uid = 0
         self.dead = self.intern((), False)
@@ -50,7 +51,7 @@ class Runtime:
 
     def intern(self, threads, accepting: bool) -> Config:
         threads = tuple(sorted(set(threads), key=lambda t: (t[0].uid, t[1])))
-        key = (tuple((s.uid, ls) for s, ls in threads), accepting)
+        key = array("q", [accepting] + [x for s, ls in threads for x in (s.uid, ls)]).tobytes()
         c = self._configs.get(key)
         if c is not None:
             return c
@@ -127,14 +128,13 @@ class Runtime:
 
     def after_thread(self, origin: EarleySet, ls: int) -> Config:
         """:meth:`resolve` for one thread, memoized."""
-        key = (origin.uid, ls)
+        key = (origin.uid << 32) | ls  # uids are never reused
         found = self._after.get(key)
-        if found is None or found[0] is not origin:
+        if found is None:
             if len(self._after) >= self.max_configs:
                 self._after.clear()
-            found = (origin, self.resolve([(origin, ls)]))
-            self._after[key] = found
-        return found[1]
+            found = self._after[key] = self.resolve([(origin, ls)])
+        return found
 
     def advance(self, config: Config, data: bytes) -> Config:
         """The configuration after ``data`` (``self.dead`` as soon as nothing survives)."""
