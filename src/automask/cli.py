@@ -6,10 +6,12 @@ Layout (each leaf is registered by one ``_add_*`` function and runs one
     automask --version
     automask bench grammar ...   one grammar over many instances, vs peers
     automask bench compile ...   compile and first-mask times of grammars/regexes
+    automask bench maskbench ... JSON Schema compliance and speed (MaskBench), vs peers
+    automask bench jsts ...      the official JSON Schema Test Suite, per keyword file
 
 Later commands slot in the same way: ``automask generate`` as a sibling of
-``bench`` in :func:`build_parser`, and ``bench maskbench`` / ``bench jsts`` /
-``bench generate`` as siblings in :func:`_add_bench`.
+``bench`` in :func:`build_parser`, and ``bench generate`` as a sibling in
+:func:`_add_bench`.
 
 Errors automask raises on purpose (bad grammar, unreadable input, missing
 peer) print one line on stderr and exit with status 2, without a traceback.
@@ -47,7 +49,9 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     kinds = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
     _add_bench_grammar(kinds)
     _add_bench_compile(kinds)
-    # `bench maskbench`, `bench jsts` and `bench generate` will be registered here.
+    _add_bench_maskbench(kinds)
+    _add_bench_jsts(kinds)
+    # `bench generate` will be registered here.
 
 
 def _peer_names() -> list[str]:
@@ -116,6 +120,68 @@ def _add_bench_compile(kinds: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_bench_compile, sources=[])
 
 
+def _add_bench_maskbench(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser(
+        "maskbench",
+        help="JSON Schema compliance and mask speed on MaskBench records, vs peers",
+        description="For each schema: compile once, then walk every test instance "
+                    "(json.dumps, tokenized without special tokens) with mask + check + commit. "
+                    "A schema passes when every valid instance is accepted and every invalid "
+                    "one refused. Prints per-split tables for each engine.",
+    )
+    p.add_argument("--data", metavar="FILE", required=True, help="MaskBench .jsonl[.gz]")
+    p.add_argument("--tokenizer", metavar="PATH", required=True,
+                   help="tokenizer.json (or a folder with one), .gguf or tiktoken file")
+    p.add_argument("--vs", action="append", default=[], metavar="PEERS",
+                   help=f"peer engines, comma-separated or repeated ({', '.join(_peer_names())})")
+    p.add_argument("--sample", type=_positive_int, metavar="N",
+                   help="a random sample of N schemas (default: all)")
+    p.add_argument("--split", metavar="NAME",
+                   help="only this split (e.g. Github_easy, Kubernetes, BFCL) or id prefix")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the sample (default 0)")
+    p.add_argument("--timeout", type=_positive_float, default=10.0, metavar="S",
+                   help="seconds per schema, compile and all instances (default 10)")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the summaries and per-schema outcomes as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_maskbench)
+
+
+def _add_bench_jsts(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser(
+        "jsts",
+        help="the official JSON Schema Test Suite, token by token",
+        description="Compile each test group's schema, walk each instance token by token, "
+                    "and count per keyword file: passed, wrong accepts, wrong rejects, "
+                    "unsupported (the schema does not compile).",
+    )
+    p.add_argument("--suite", metavar="DIR", required=True,
+                   help="a draft folder of the suite, e.g. tests/draft2020-12")
+    p.add_argument("--tokenizer", metavar="PATH", required=True,
+                   help="tokenizer.json (or a folder with one), .gguf or tiktoken file")
+    p.add_argument("--files", action="append", default=[], metavar="NAMES",
+                   help="only these files, comma-separated or repeated: stems like 'enum' or "
+                        "paths like 'optional/format/email' (default: every top-level file)")
+    p.add_argument("--timeout", type=_positive_float, default=30.0, metavar="S",
+                   help="seconds per test group (default 30)")
+    p.add_argument("--json", metavar="OUT", help="write every count as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_jsts)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return value
+
+
+def _comma_list(values: Sequence[str]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -174,6 +240,33 @@ def _cmd_bench_compile(args: argparse.Namespace) -> int:
     if errors:
         return EXIT_USAGE
     return EXIT_CHECK_FAILED if fails else 0
+
+
+def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
+    from automask.bench import maskbench
+    from automask.bench.grammar_bench import BenchInputError
+    from automask.bench.peers import PEERS
+
+    peers = _comma_list(args.vs)
+    unknown = [n for n in peers if n not in PEERS]
+    if unknown:
+        raise BenchInputError(f"unknown peer(s) {', '.join(unknown)}; known: "
+                              f"{', '.join(sorted(PEERS))} (xgrammar has no adapter: "
+                              "it needs torch)")
+    result = maskbench.run_maskbench(args.data, args.tokenizer, peers=peers,
+                                     sample=args.sample, split=args.split, seed=args.seed,
+                                     timeout_s=args.timeout)
+    _write_json(args.json, result)
+    return 0
+
+
+def _cmd_bench_jsts(args: argparse.Namespace) -> int:
+    from automask.bench import jsts
+
+    result = jsts.run_jsts(args.suite, args.tokenizer, files=_comma_list(args.files) or None,
+                           timeout_s=args.timeout)
+    _write_json(args.json, result)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,11 +1,18 @@
 """MaskBench: JSON Schema compliance and speed, per the protocol in ../shared/data/README.md.
 
-For each schema: compile once (TTFM = compile plus the first mask); for each
-test instance, serialize with ``json.dumps(data, ensure_ascii=False)``,
+For each schema: compile once (TTFM = parse + compile + the first mask); for
+each test instance, serialize with ``json.dumps(data, ensure_ascii=False)``,
 tokenize without special tokens, and per token fill the mask, check the
 token is allowed, commit it (TBM = one mask+commit). A schema passes when
 every valid instance is accepted and ends accepting, and every invalid one
 is refused at some token (or cannot end: EOS would be refused).
+
+Outcomes per schema, in this order of precedence: ``compile`` (the engine
+refused the schema), ``timeout`` (over ``timeout_s`` for compile and all its
+instances), ``crash`` (an unexpected exception), ``invalidation`` (an invalid
+instance accepted: a soundness failure), ``validation`` (a valid instance
+refused), ``pass``. A schema our compiler proves empty (``EmptyLanguage``)
+is not a compile error: it is an engine that refuses every instance.
 """
 
 from __future__ import annotations
@@ -15,19 +22,33 @@ import json
 import random
 import re
 import signal
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from automask.bench.peers import Engine, GrammarSpec
-from automask.errors import AutomaskError, LimitExceeded, UnsupportedFeature
+from automask.bench.peers import Engine, GrammarSpec, PeerError
+from automask.errors import AutomaskError, EmptyLanguage, NoLegalContinuation
+
+OUTCOMES = ("pass", "compile", "validation", "invalidation", "timeout", "crash")
+MAX_FAILURES_PER_SCHEMA = 3  # failing instances kept per schema in the details
+MAX_INSTANCE_CHARS = 2000  # longer failing instances are cut in the details
 
 
-class SchemaTimeout(Exception):
-    pass
+class SchemaTimeout(BaseException):
+    """Raised by the alarm. A BaseException, so ``except Exception`` in an engine can't eat it."""
+
+
+class MaskBenchInputError(AutomaskError):
+    """The MaskBench data file cannot be read."""
+
+
+# ----------------------------------------------------------------------------- stats
 
 
 @dataclass
@@ -39,57 +60,201 @@ class SplitStats:
     invalidation_errors: int = 0   # an invalid instance accepted
     timeouts: int = 0
     crashes: int = 0
+    tests: int = 0                 # instances walked (those of compiled schemas)
     tokens: int = 0
     tbm_us: list[float] = field(default_factory=list)
     ttfm_ms: list[float] = field(default_factory=list)
     error_keywords: Counter = field(default_factory=Counter)
+
+    def add(self, r: SchemaResult) -> None:
+        self.schemas += 1
+        self.tbm_us.extend(r.tbm_us)
+        self.tokens += r.tokens
+        self.tests += r.tests
+        if r.ttfm_ms is not None:
+            self.ttfm_ms.append(r.ttfm_ms)
+        if r.outcome == "pass":
+            self.passing += 1
+        elif r.outcome == "compile":
+            self.compile_errors += 1
+            self.error_keywords[r.error or "?"] += 1
+        elif r.outcome == "validation":
+            self.validation_errors += 1
+        elif r.outcome == "invalidation":
+            self.invalidation_errors += 1
+        elif r.outcome == "timeout":
+            self.timeouts += 1
+        else:
+            self.crashes += 1
+            self.error_keywords["crash: " + (r.error or "?")] += 1
 
     def summary(self) -> dict:
         def dist(xs: list[float]) -> dict:
             if not xs:
                 return {}
             a = np.asarray(xs)
-            return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
-                    "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+            return {"count": int(a.size), "mean": float(a.mean()),
+                    "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+                    "max": float(a.max())}
 
         return {
             "schemas": self.schemas, "passing": self.passing,
             "compile_errors": self.compile_errors, "validation_errors": self.validation_errors,
             "invalidation_errors": self.invalidation_errors, "timeouts": self.timeouts,
-            "crashes": self.crashes, "tokens": self.tokens,
+            "crashes": self.crashes, "tests": self.tests, "tokens": self.tokens,
             "tbm_us": dist(self.tbm_us), "ttfm_ms": dist(self.ttfm_ms),
             "compile_error_keywords": dict(self.error_keywords.most_common()),
         }
 
 
+@dataclass
+class SchemaResult:
+    """What happened to one schema under one engine."""
+
+    id: str
+    split: str
+    outcome: str = "pass"
+    error: str | None = None      # compile-error keyword or crash message
+    ttfm_ms: float | None = None
+    tests: int = 0
+    tokens: int = 0
+    tbm_us: list[float] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)  # failing instances (capped)
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "split": self.split, "outcome": self.outcome,
+                "error": self.error, "ttfm_ms": self.ttfm_ms, "tests": self.tests,
+                "tokens": self.tokens, "failures": self.failures}
+
+
+# ----------------------------------------------------------------------------- input
+
+
 def load_records(path: str, split: str | None = None, sample: int | None = None,
                  seed: int = 0) -> list[dict]:
+    """The records of a MaskBench ``.jsonl[.gz]``, optionally one split and a random sample.
+
+    ``split`` matches :func:`split_of` (``BFCL``) or a finer id prefix
+    (``BFCL_simple``, ``Github`` for every Github tier). The sample is drawn
+    with ``random.Random(seed)`` after the split filter, so it is reproducible.
+    """
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    records = []
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise MaskBenchInputError(f"{path}:{lineno}: not JSON: {e.msg}") from None
+                if not (isinstance(rec, dict) and isinstance(rec.get("id"), str)
+                        and "schema" in rec and isinstance(rec.get("tests"), list)):
+                    raise MaskBenchInputError(
+                        f"{path}:{lineno}: not a MaskBench record (needs id, schema, tests)")
+                records.append(rec)
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise MaskBenchInputError(f"cannot read {path}: {e}") from e
     if split:
-        records = [r for r in records if split_of(r["id"]) == split]
+        records = [r for r in records if _in_split(r["id"], split)]
     if sample is not None and sample < len(records):
         records = random.Random(seed).sample(records, sample)
     return records
 
 
+_SPLIT_SUFFIX = re.compile(r"_\d+$")
+
+
 def split_of(record_id: str) -> str:
-    return re.split(r"---|_\d", record_id, maxsplit=1)[0]
+    """The split a MaskBench id belongs to.
+
+    ``Github_easy---o1234`` -> ``Github_easy``, ``Kubernetes---kb_0`` ->
+    ``Kubernetes``; ids without ``---`` end in ``_<n>``: ``JME_0`` -> ``JME``,
+    and every ``BFCL_<category>_<n>`` (simple, multiple, parallel, java, ...) -> ``BFCL``.
+    """
+    if "---" in record_id:
+        return record_id.split("---", 1)[0]
+    base = _SPLIT_SUFFIX.sub("", record_id)
+    if base.startswith("BFCL_"):
+        return "BFCL"
+    return base
 
 
-def keyword_of(error: Exception) -> str:
+def _in_split(record_id: str, split: str) -> bool:
+    return (split_of(record_id) == split or record_id.startswith(split + "---")
+            or record_id.startswith(split + "_"))
+
+
+def keyword_of(error: BaseException) -> str:
     """A short label for a compile error: the unsupported keyword when there is one."""
-    text = str(error)
+    text = getattr(error, "message", None) or str(error)
+    text = " ".join(str(text).split())
+    if isinstance(error, PeerError):
+        # "llguidance rejects the grammar: Unimplemented keys: [...]" -> the peer's reason
+        _, _, reason = text.partition(": ")
+        return (reason or text)[:60]
     m = re.match(r"(.+?) is not supported", text)
     if m:
         return m.group(1)[:60]
-    return type(error).__name__ + ": " + text[:50]
+    head = re.split(r": |\(at ", text, maxsplit=1)[0].strip()  # drop the specifics
+    return f"{type(error).__name__}: {head}"[:60]
+
+
+# ----------------------------------------------------------------------------- timeout
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[Callable[[], None]]:
+    """Raise :class:`SchemaTimeout` in the body after ``seconds`` (SIGALRM, main thread).
+
+    Yields ``disarm``: call it before leaving the body normally, so an alarm
+    that would fire at the very end is not raised outside a handler. The
+    previous SIGALRM handler and any earlier timer (minus the time spent) are
+    restored. Without SIGALRM, off the main thread or with no limit, nothing
+    is timed.
+    """
+    usable = (seconds is not None and seconds > 0 and hasattr(signal, "SIGALRM")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield lambda: None
+        return
+    state = {"armed": True}
+
+    def on_alarm(signum, frame):
+        if state["armed"]:
+            state["armed"] = False
+            raise SchemaTimeout()
+
+    def disarm() -> None:
+        state["armed"] = False  # first: a late alarm is now a no-op
+
+    old_handler = signal.signal(signal.SIGALRM, on_alarm)
+    start = time.monotonic()
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield disarm
+    finally:
+        disarm()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_delay > 0:
+            left = max(old_delay - (time.monotonic() - start), 1e-6)
+            signal.setitimer(signal.ITIMER_REAL, left, old_interval)
+
+
+# ----------------------------------------------------------------------------- the run
 
 
 def run_engine(engine: Engine, vocab, records: Iterable[dict], *, timeout_s: float = 10.0,
-               progress=None) -> dict[str, SplitStats]:
-    """Run the protocol for one engine; returns stats per split (and under 'total')."""
+               progress: Callable[[int], Any] | None = None,
+               details: list[SchemaResult] | None = None) -> dict[str, SplitStats]:
+    """Run the protocol for one engine; returns stats per split (and under 'total').
+
+    ``engine`` must be prepared. One schema's error, timeout or crash is a
+    result for that schema, never the end of the run. ``details``, when
+    given, receives one :class:`SchemaResult` per schema, in order.
+    """
     stats: dict[str, SplitStats] = {"total": SplitStats()}
     encoded_cache: dict[str, list[int]] = {}
     bitmask = engine.allocate_bitmask()
@@ -97,91 +262,112 @@ def run_engine(engine: Engine, vocab, records: Iterable[dict], *, timeout_s: flo
     for n, record in enumerate(records):
         if progress:
             progress(n)
-        split = split_of(record["id"])
-        targets = [stats["total"], stats.setdefault(split, SplitStats())]
-        for s in targets:
-            s.schemas += 1
-        outcome, tbm, ttfm, tokens, error = _one_schema(engine, vocab, record, bitmask, row,
-                                                        encoded_cache, timeout_s)
-        for s in targets:
-            s.tbm_us.extend(tbm)
-            s.tokens += tokens
-            if ttfm is not None:
-                s.ttfm_ms.append(ttfm)
-            if outcome == "pass":
-                s.passing += 1
-            elif outcome == "compile":
-                s.compile_errors += 1
-                s.error_keywords[error] += 1
-            elif outcome == "validation":
-                s.validation_errors += 1
-            elif outcome == "invalidation":
-                s.invalidation_errors += 1
-            elif outcome == "timeout":
-                s.timeouts += 1
-            else:
-                s.crashes += 1
-                s.error_keywords["crash: " + (error or "")] += 1
+        result = run_schema(engine, vocab, record, bitmask, row, encoded_cache, timeout_s)
+        stats["total"].add(result)
+        stats.setdefault(result.split, SplitStats()).add(result)
+        if details is not None:
+            details.append(result)
     return stats
 
 
-def _alarm(signum, frame):
-    raise SchemaTimeout()
-
-
-def _one_schema(engine, vocab, record, bitmask, row, encoded_cache, timeout_s):
-    tbm: list[float] = []
-    tokens = 0
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+def run_schema(engine: Engine, vocab, record: dict, bitmask, row,
+               encoded_cache: dict[str, list[int]], timeout_s: float | None) -> SchemaResult:
+    """One schema under the protocol, with a time limit on compile plus every walk."""
+    result = SchemaResult(record["id"], split_of(record["id"]))
     try:
-        spec = GrammarSpec("json", json.dumps(record["schema"]), record["id"])
-        t0 = time.perf_counter()
-        try:
-            compiled = engine.compile(engine.parse(spec))
-            seq = engine.new_sequence(compiled)
-            seq.fill(bitmask)
-        except (UnsupportedFeature, LimitExceeded) as e:
-            return "compile", tbm, None, tokens, keyword_of(e)
-        except AutomaskError as e:
-            return "compile", tbm, None, tokens, keyword_of(e)
-        ttfm = (time.perf_counter() - t0) * 1e3
-        outcome = "pass"
-        first = True
-        for test in record["tests"]:
-            text = json.dumps(test["data"], ensure_ascii=False)
+        with time_limit(timeout_s) as disarm:
+            try:
+                _run_schema(engine, vocab, record, bitmask, row, encoded_cache, result)
+            finally:
+                disarm()
+    except SchemaTimeout:
+        result.outcome, result.ttfm_ms, result.failures = "timeout", None, []
+    except Exception as e:  # a crash is a result here, not a reason to stop the run
+        result.outcome, result.ttfm_ms = "crash", None
+        result.error = f"{type(e).__name__}: {' '.join(str(e).split())[:80]}"
+    return result
+
+
+def _run_schema(engine, vocab, record, bitmask, row, encoded_cache, result: SchemaResult):
+    spec = GrammarSpec("json", json.dumps(record["schema"]), record["id"])
+    everything_refused = False
+    t0 = time.perf_counter()
+    try:
+        compiled = engine.compile(engine.parse(spec))
+        seq = engine.new_sequence(compiled)
+        seq.fill(bitmask)
+    except EmptyLanguage:
+        # Proven to admit nothing: the engine refuses every instance (no mask is ever given).
+        everything_refused = True
+    except AutomaskError as e:  # unsupported, limits, peers' refusals (PeerError)
+        result.outcome, result.error = "compile", keyword_of(e)
+        return
+    result.ttfm_ms = (time.perf_counter() - t0) * 1e3
+    failed = {"validation": False, "invalidation": False}
+    first = True
+    for index, test in enumerate(record["tests"]):
+        text = json.dumps(test["data"], ensure_ascii=False)
+        result.tests += 1
+        if everything_refused:
+            accepted, position, reason = False, 0, "empty language"
+        else:
             ids = encoded_cache.get(text)
             if ids is None:
                 ids = encoded_cache[text] = vocab.encode(text)
             if not first:
                 seq = engine.new_sequence(compiled)
             first = False
-            accepted = True
-            for tid in ids:
-                t = time.perf_counter_ns()
-                seq.fill(bitmask)
-                ok = (int(row[tid >> 5]) >> (tid & 31)) & 1
-                if ok:
-                    ok = seq.accept(tid)
-                tbm.append((time.perf_counter_ns() - t) / 1e3)
-                tokens += 1
-                if not ok:
-                    accepted = False
-                    break
-            if accepted:
-                accepted = bool(seq.is_accepting())
-            if test["valid"] and not accepted:
-                outcome = "validation" if outcome == "pass" else outcome
-            elif not test["valid"] and accepted:
-                outcome = "invalidation"
-        return outcome, tbm, ttfm, tokens, None
-    except SchemaTimeout:
-        return "timeout", tbm, None, tokens, None
-    except Exception as e:  # a crash is a result here, not a reason to stop the run
-        return "crash", tbm, None, tokens, f"{type(e).__name__}: {str(e)[:80]}"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+            accepted, position, reason = _walk(seq, ids, bitmask, row, result)
+        if bool(test["valid"]) == accepted:
+            continue
+        kind = "validation" if test["valid"] else "invalidation"
+        failed[kind] = True
+        if len(result.failures) < MAX_FAILURES_PER_SCHEMA or kind == "invalidation":
+            result.failures.append({
+                "kind": kind, "test": index, "description": test.get("description", ""),
+                "instance": text[:MAX_INSTANCE_CHARS], "position": position, "reason": reason,
+                **({} if everything_refused else _where(vocab, ids, position))})
+    if failed["invalidation"]:
+        result.outcome = "invalidation"
+    elif failed["validation"]:
+        result.outcome = "validation"
+
+
+def _where(vocab, ids: list[int], position: int) -> dict[str, str]:
+    """The text before the failing token (its last 60 characters) and the token itself."""
+    try:
+        before = vocab.decode_bytes(ids[:position]).decode("utf-8", "replace")[-60:]
+        token = (vocab.decode_bytes(ids[position:position + 1]).decode("utf-8", "replace")
+                 if position < len(ids) else "")
+    except Exception:  # only a diagnostic
+        return {}
+    return {"before": before, "token": token}
+
+
+def _walk(seq, ids: list[int], bitmask, row, result: SchemaResult) -> tuple[bool, int, str]:
+    """Mask, check, commit each token; returns (accepted, failing position, reason)."""
+    tbm = result.tbm_us
+    fill, accept = seq.fill, seq.accept
+    for pos, tid in enumerate(ids):
+        t = time.perf_counter_ns()
+        try:
+            fill(bitmask)
+        except NoLegalContinuation:  # an empty mask: no token, this one included, is allowed
+            tbm.append((time.perf_counter_ns() - t) / 1e3)
+            result.tokens += 1
+            return False, pos, "no legal continuation"
+        allowed = (int(row[tid >> 5]) >> (tid & 31)) & 1
+        ok = allowed and accept(tid)
+        tbm.append((time.perf_counter_ns() - t) / 1e3)
+        result.tokens += 1
+        if not ok:
+            return False, pos, "refused" if allowed else "masked"
+    if not seq.is_accepting():
+        return False, len(ids), "not accepting"
+    return True, len(ids), ""
+
+
+# ----------------------------------------------------------------------------- reports
 
 
 def format_table(results: dict[str, dict[str, dict]]) -> str:
@@ -199,7 +385,170 @@ def format_table(results: dict[str, dict[str, dict]]) -> str:
                          *(f"{tbm.get(k, 0):.1f}" for k in ("mean", "p50", "p99", "max")),
                          *(f"{ttfm.get(k, 0):.1f}" for k in ("p50", "p99", "max"))])
     widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
-    lines = ["  ".join(str(c).rjust(w) for c, w in zip(cols, widths, strict=True))]
-    lines += ["  ".join(str(v).rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
-    lines.append("(TBM in µs per mask+commit; TTFM in ms: compile + first mask)")
+
+    def fmt(r) -> str:
+        return "  ".join(str(v).ljust(w) if i < 2 else str(v).rjust(w)
+                         for i, (v, w) in enumerate(zip(r, widths, strict=True)))
+
+    lines = [fmt(cols), *(fmt(r) for r in rows)]
+    lines.append("(TBM in µs per mask+commit; TTFM in ms: parse + compile + first mask)")
     return "\n".join(lines)
+
+
+def ordered_summaries(stats: dict[str, SplitStats]) -> dict[str, dict]:
+    """Summaries with the splits by name and 'total' last."""
+    names = sorted(k for k in stats if k != "total")
+    return {k: stats[k].summary() for k in [*names, "total"]}
+
+
+def compare(ours: list[SchemaResult], theirs: list[SchemaResult]) -> dict[str, Any]:
+    """Pass/fail agreement of two engines on the same schemas (in the same order)."""
+    both = only_ours = only_theirs = neither = 0
+    only_theirs_ids: list[str] = []
+    for a, b in zip(ours, theirs, strict=True):
+        pa, pb = a.outcome == "pass", b.outcome == "pass"
+        if pa and pb:
+            both += 1
+        elif pa:
+            only_ours += 1
+        elif pb:
+            only_theirs += 1
+            only_theirs_ids.append(a.id)
+        else:
+            neither += 1
+    return {"both_pass": both, "only_ours_pass": only_ours, "only_theirs_pass": only_theirs,
+            "neither_pass": neither, "only_theirs_pass_ids": only_theirs_ids}
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] = (),
+                  sample: int | None = None, split: str | None = None, seed: int = 0,
+                  timeout_s: float | None = 10.0, stream=None,
+                  progress_stream=None) -> dict[str, Any]:
+    """The whole ``bench maskbench`` run: every engine on the same records and tokens.
+
+    Prints one table per engine (per split and total), our top compile-error
+    keywords and every soundness failure, and returns the JSON-ready result.
+    A peer that cannot be loaded is reported with its error; the run goes on.
+    """
+    import os
+    import platform
+    import sys
+
+    from automask.bench.grammar_bench import Progress
+    from automask.bench.peers import AutomaskEngine, make_peer
+    from automask.vocab import Vocabulary
+
+    out = stream if stream is not None else sys.stdout
+    t0 = time.perf_counter()
+    vocab = Vocabulary.from_file(tokenizer_path)
+    vocab_load_ms = (time.perf_counter() - t0) * 1e3
+    records = load_records(data_path, split=split, sample=sample, seed=seed)
+    if not records:
+        raise MaskBenchInputError(f"{data_path}: no records"
+                                  + (f" in split {split!r}" if split else ""))
+
+    result: dict[str, Any] = {
+        "command": "bench maskbench",
+        "python": platform.python_version(),
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cpus",
+        "data": data_path, "split": split, "sample": sample, "seed": seed,
+        "timeout_s": timeout_s, "tokenizer": tokenizer_path, "vocab_size": vocab.size,
+        "vocab_load_ms": vocab_load_ms, "records": len(records),
+        "tests": sum(len(r["tests"]) for r in records),
+        "protocol": "json.dumps(data, ensure_ascii=False), tokenized without special tokens; "
+                    "per token: fill mask, check the token's bit, commit (TBM, "
+                    "time.perf_counter_ns); TTFM: parse + compile + first mask",
+        "engines": [],
+    }
+    p = _printer(out)
+    p(f"MaskBench: {len(records)} schemas, {result['tests']} instances from {data_path}"
+      + (f" (split {split})" if split else "")
+      + (f" (sample {sample}, seed {seed})" if sample else ""))
+    p(f"tokenizer: {tokenizer_path} ({vocab.size} ids); timeout {timeout_s} s per schema")
+
+    engines: list[tuple[str, Engine | None, str | None]] = [("automask", AutomaskEngine(), None)]
+    for name in dict.fromkeys(peers):
+        try:
+            engines.append((name, make_peer(name), None))
+        except PeerError as e:
+            engines.append((name, None, str(e)))
+
+    details: dict[str, list[SchemaResult]] = {}
+    for name, engine, error in engines:
+        entry: dict[str, Any] = {"engine": name, "version": None, "options": None,
+                                 "error": error, "prepare_ms": None, "wall_s": None,
+                                 "splits": None, "schemas": None}
+        result["engines"].append(entry)
+        p("")
+        if engine is not None:
+            entry["version"], entry["options"] = engine.version, engine.options
+            try:
+                t0 = time.perf_counter()
+                engine.prepare(tokenizer_path, vocab)
+                entry["prepare_ms"] = (time.perf_counter() - t0) * 1e3
+            except AutomaskError as e:
+                entry["error"] = error = str(e)
+        if error is not None:
+            p(f"== {name}: not run: {error}")
+            continue
+        p(f"== {name} {entry['version']}  options {json.dumps(entry['options'])}  "
+          f"prepare {entry['prepare_ms']:.0f} ms")
+        bar = Progress(name, len(records), progress_stream)
+        rows: list[SchemaResult] = []
+        t0 = time.perf_counter()
+        try:
+            stats = run_engine(engine, vocab, records, timeout_s=timeout_s,
+                               progress=bar.update, details=rows)
+        finally:
+            bar.close()
+        entry["wall_s"] = time.perf_counter() - t0
+        entry["splits"] = ordered_summaries(stats)
+        entry["schemas"] = [r.as_dict() for r in rows]
+        details[name] = rows
+        p(format_table({name: entry["splits"]}))
+        p(f"wall {entry['wall_s']:.1f} s")
+        _print_problems(p, name, stats["total"], rows)
+
+    ours = details.get("automask")
+    if ours is not None:
+        result["comparison"] = {name: compare(ours, rows)
+                                for name, rows in details.items() if name != "automask"}
+        for name, c in result["comparison"].items():
+            p("")
+            p(f"automask vs {name}: both pass {c['both_pass']}, only automask "
+              f"{c['only_ours_pass']}, only {name} {c['only_theirs_pass']}, "
+              f"neither {c['neither_pass']}")
+    return result
+
+
+def _print_problems(p, name: str, total: SplitStats, rows: list[SchemaResult],
+                    top: int = 15) -> None:
+    compile_kw = [(k, n) for k, n in total.error_keywords.most_common()
+                  if not k.startswith("crash: ")]
+    if compile_kw:
+        shown = compile_kw if name == "automask" else compile_kw[:5]
+        p(f"top compile errors ({name}, {total.compile_errors} schemas):")
+        for k, n in shown[:top]:
+            p(f"  {n:5d}  {k}")
+    for outcome, title in (("invalidation", "INVALID INSTANCE ACCEPTED"), ("crash", "crash"),
+                           ("timeout", "timeout")):
+        bad = [r for r in rows if r.outcome == outcome]
+        for r in bad[:20]:
+            if outcome == "invalidation":
+                for f in r.failures:
+                    if f["kind"] == "invalidation":
+                        p(f"  {title}: {r.id} test {f['test']}: {f['instance'][:200]}")
+            else:
+                p(f"  {title}: {r.id}" + (f": {r.error}" if r.error else ""))
+        if len(bad) > 20:
+            p(f"  ... and {len(bad) - 20} more ({outcome})")
+
+
+def _printer(out):
+    def p(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    return p

@@ -9,13 +9,21 @@ Every adapter splits its work the same way, so the numbers line up:
 * ``new_sequence``: a fresh per-sequence matcher sharing the compiled state,
   returned as bound callables so the timed loop pays no adapter overhead.
 
-Adding a peer (``--vs xgrammar`` later) means writing one subclass and adding
-it to :data:`PEERS`; nothing else changes.
+Adding a peer means writing one subclass and adding it to :data:`PEERS`;
+nothing else changes. (There is no xgrammar adapter: every xgrammar wheel
+requires torch, which pip resolves to the multi-gigabyte CUDA build.)
+
+JSON Schemas (``GrammarSpec.kind == "json"``, the text is the schema as JSON)
+are compiled with the MaskBench protocol's choices: whitespace between JSON
+tokens is free, so ``json.dumps``' ``", "`` and ``": "`` are accepted, and an
+absent ``additionalProperties`` allows other properties (JSON Schema's own
+meaning). Each adapter reports its exact settings in :attr:`Engine.options`.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -31,7 +39,7 @@ class PeerError(AutomaskError):
 
 @dataclass(frozen=True)
 class GrammarSpec:
-    """A grammar as text plus its format: ``gbnf``, ``lark`` or ``regex``."""
+    """A grammar as text plus its format: ``gbnf``, ``lark``, ``regex`` or ``json`` (a schema)."""
 
     kind: str
     text: str
@@ -55,6 +63,11 @@ class Engine:
     @property
     def version(self) -> str:
         return "?"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The settings this adapter compiles JSON Schemas with (reported with results)."""
+        return {}
 
     def prepare(self, tokenizer_path: str, vocab: Any) -> None:
         raise NotImplementedError
@@ -81,15 +94,23 @@ class AutomaskEngine(Engine):
 
     name = "automask"
 
-    def __init__(self) -> None:
+    # The MaskBench protocol: json.dumps' separators accepted, additionalProperties open.
+    SCHEMA_OPTIONS: dict[str, Any] = {"whitespace": "flexible", "strict": False}
+
+    def __init__(self, schema_options: dict[str, Any] | None = None) -> None:
         self.vocab: Any = None
         self.root: Any = None
+        self.schema_options = dict(self.SCHEMA_OPTIONS, **(schema_options or {}))
 
     @property
     def version(self) -> str:
         import automask
 
         return automask.__version__
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"json_schema": dict(self.schema_options)}
 
     def prepare(self, tokenizer_path: str, vocab: Any) -> None:
         from automask.engine.compiled import root_tokens
@@ -106,6 +127,8 @@ class AutomaskEngine(Engine):
             return Grammar.from_lark(spec.text)
         if spec.kind == "regex":
             return Grammar.from_regex(spec.text)
+        if spec.kind == "json":
+            return Grammar.from_json_schema(json.loads(spec.text), **self.schema_options)
         raise ValueError(f"unknown grammar kind {spec.kind!r}")
 
     def compile(self, parsed: Any) -> Any:
@@ -160,6 +183,13 @@ class LLGuidanceEngine(Engine):
 
     name = "llguidance"
 
+    # JsonCompileOptions given as ``defaults`` (a schema's own "x-guidance" overrides them).
+    # whitespace_flexible is llguidance's default too; it is set here so that the choice
+    # does not depend on the installed version: without it, json.dumps' ", " and ": "
+    # would be refused. additionalProperties keeps llguidance's JSON Schema meaning
+    # (absent: allowed), and unimplemented keywords stay errors (lenient off), as for us.
+    JSON_DEFAULTS: dict[str, Any] = {"whitespace_flexible": True}
+
     def __init__(self) -> None:
         try:
             import llguidance
@@ -175,6 +205,10 @@ class LLGuidanceEngine(Engine):
     def version(self) -> str:
         return str(getattr(self._ll, "__version__", "?"))
 
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"json_schema": {"defaults": dict(self.JSON_DEFAULTS), "lenient": False}}
+
     def prepare(self, tokenizer_path: str, vocab: Any) -> None:
         with open(tokenizer_path, encoding="utf-8") as f:
             text = f.read()
@@ -186,12 +220,19 @@ class LLGuidanceEngine(Engine):
 
     def parse(self, spec: GrammarSpec) -> Any:
         try:
+            if spec.kind == "json":
+                # Options can only be attached to an object schema (not to true/false).
+                defaults = self.JSON_DEFAULTS if spec.text.lstrip().startswith("{") else None
+                return self._ll.LLMatcher.grammar_from_json_schema(spec.text, defaults=defaults)
             return self._ll.grammar_from(spec.kind, spec.text)  # type: ignore[arg-type]
         except Exception as e:
             raise PeerError(f"llguidance cannot read the {spec.kind} grammar: {e}") from e
 
     def compile(self, parsed: Any) -> Any:
-        m = self._ll.LLMatcher(self.tokenizer, parsed, log_level=0)
+        try:
+            m = self._ll.LLMatcher(self.tokenizer, parsed, log_level=0)
+        except Exception as e:
+            raise PeerError(f"llguidance rejects the grammar: {_one_line(str(e))}") from e
         if m.is_error():
             raise PeerError(f"llguidance rejects the grammar: {_one_line(m.get_error())}")
         return m

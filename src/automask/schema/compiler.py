@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -89,7 +90,14 @@ def compile_schema(schema, **options) -> Grammar:
     unknown = set(options) - set(Options.__dataclass_fields__)
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-    return _SchemaCompiler(schema, Options(**options)).run()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        return _SchemaCompiler(schema, Options(**options)).run()
+    except RecursionError:
+        raise LimitExceeded("schema is nested too deeply to compile") from None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 class _SchemaCompiler:
@@ -211,8 +219,10 @@ class _SchemaCompiler:
                     continue
                 if not isinstance(branches, list) or not branches:
                     raise GrammarError(f"{kw} must be a non-empty array", _pointer(m, kw))
-                rest = members[:i] + [Member(m.uri + f"/~{kw}", _without(m.schema, kw), m.base)]
-                rest += members[i + 1:]
+                # The members are expanded already: strip their $ref/allOf so that
+                # expanding the branches does not bring this combinator back.
+                rest = [_expanded(x) for x in members[:i] + members[i + 1:]]
+                rest.append(Member(m.uri + f"/~{kw}", _without(m.schema, kw), m.base))
                 subs = [Member(f"{m.uri}/{kw}/{j}", b, m.base) for j, b in enumerate(branches)]
                 if kw == "oneOf" and not self.disjoint(subs):
                     self.unsupported("oneOf whose branches may overlap (exactly-one cannot be "
@@ -862,6 +872,14 @@ def _rest_items(s: dict):
 
 def _without(schema: dict, kw: str) -> dict:
     return {k: v for k, v in schema.items() if k != kw and k != "$ref" and k != "allOf"}
+
+
+def _expanded(m: Member) -> Member:
+    """``m`` without the ``$ref``/``allOf`` that :meth:`expand` has already followed."""
+    if "$ref" not in m.schema and "allOf" not in m.schema:
+        return m
+    return Member(m.uri + "/~", {k: v for k, v in m.schema.items() if k not in ("$ref", "allOf")},
+                  m.base)
 
 
 def _escape(key: str) -> str:
