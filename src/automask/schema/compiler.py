@@ -412,7 +412,8 @@ class _SchemaCompiler:
             if lo is not None or hi is not None:
                 lo_i = _count(lo, m, "minLength") if lo is not None else 0
                 hi_i = _count(hi, m, "maxLength") if hi is not None else None
-                parts.append(rx.repeat(ANY_CHAR, lo_i, hi_i))
+                parts.append(rx.EMPTY if hi_i is not None and hi_i < lo_i
+                             else rx.repeat(ANY_CHAR, lo_i, hi_i))
             if "pattern" in s:
                 if not isinstance(s["pattern"], str):
                     raise GrammarError("pattern must be a string", _pointer(m, "pattern"))
@@ -584,6 +585,12 @@ class _SchemaCompiler:
                 continue
             declared.append((k, self.conj_ref(value_members), k in required))
         extras = self.extra_classes(members, [k for k in order], names_node)
+        if extras and min_p > len(declared) + 1:
+            # Extra keys may repeat (JSON allows it) and a repeated key counts once in the
+            # parsed object, so extra keys are only sure to add one distinct key.
+            self.unsupported("minProperties that additional properties must help reach",
+                             members[0], "minProperties")
+            min_p = len(declared) + 1  # lenient: enforce what can be enforced soundly
         return self.object_body(declared, extras, min_p, max_p)
 
     def value_schemas_for_key(self, m: Member, key: str) -> list[Member] | None:
@@ -656,7 +663,14 @@ class _SchemaCompiler:
             if key in memo:
                 return memo[key]
             if i == len(declared):
+                # Declared keys appear at most once; extra keys may repeat, so together
+                # they are only sure to add one distinct key towards minProperties.
                 lo = max(min_p - n, 0)
+                if lo > 1 or (lo == 1 and extra_member is None):
+                    rule = f"obj{len(self.rules)}"
+                    self.rules[rule] = Terminal(rx.EMPTY)
+                    memo[key] = Ref(rule)
+                    return memo[key]
                 hi = None if max_p is None else max_p - n
                 if extra_member is None or hi == 0:
                     result: Expr = Terminal(rx.EPS if lo == 0 and (hi is None or hi >= 0)
