@@ -147,7 +147,7 @@ class _SchemaCompiler:
         base = doc_uri
         if fragment and not fragment.startswith("/"):
             raise GrammarError(f"$ref anchor not found: {ref!r}", _pointer(member))
-        for part in [p for p in fragment.split("/")[1:]] if fragment else []:
+        for part in fragment.split("/")[1:] if fragment else []:
             part = unquote(part).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and part in node:
                 node = node[part]
@@ -884,16 +884,16 @@ def _rest_items(s: dict):
     return None, "items"
 
 
-def _without(schema: dict, kw: str) -> dict:
-    return {k: v for k, v in schema.items() if k != kw and k != "$ref" and k != "allOf"}
+def _without(schema: dict, kw: str | None = None) -> dict:
+    """``schema`` less ``kw`` and the ``$ref``/``allOf`` that expansion has followed."""
+    return {k: v for k, v in schema.items() if k not in (kw, "$ref", "allOf")}
 
 
 def _expanded(m: Member) -> Member:
     """``m`` without the ``$ref``/``allOf`` that :meth:`expand` has already followed."""
     if "$ref" not in m.schema and "allOf" not in m.schema:
         return m
-    return Member(m.uri + "/~", {k: v for k, v in m.schema.items() if k not in ("$ref", "allOf")},
-                  m.base)
+    return Member(m.uri + "/~", _without(m.schema), m.base)
 
 
 def _escape(key: str) -> str:
