@@ -233,14 +233,24 @@ def _row_stats(row: np.ndarray, legal_ids: np.ndarray | None, token: int,
     width = row.shape[0]
     raw = row if row.max() > -math.inf else np.zeros_like(row)  # all -inf: uniform over V
     raw_argmax = int(np.argmax(raw))
-    lse_all = _log_sum_exp(raw)
+    m = float(raw[raw_argmax])
+    e = np.exp(raw - m)
+    total = float(e.sum())
+    lse_all = m + math.log(total)
     if legal_ids is None:
         count = width
         log_z = 0.0
         argmax_legal = True
     else:
         count = int(legal_ids.size)
-        log_z = 0.0 if count == width else min(0.0, _log_sum_exp(raw[legal_ids]) - lse_all)
+        if count == width:
+            log_z = 0.0
+        else:
+            legal_sum = float(e[legal_ids].sum())
+            # Shifted by the row max the legal sum may underflow: redo it with its own max.
+            log_z = (math.log(legal_sum / total) if legal_sum > 1e-200
+                     else _log_sum_exp(raw[legal_ids]) - lse_all)
+            log_z = min(0.0, log_z)
         pos = int(np.searchsorted(legal_ids, raw_argmax))
         argmax_legal = pos < count and int(legal_ids[pos]) == raw_argmax
     return StepStats(
@@ -277,23 +287,49 @@ def _legal_probs(x: np.ndarray, temperature: float) -> np.ndarray:
     return p / p.sum()
 
 
+def _top_order(p: np.ndarray, m: int) -> np.ndarray:
+    """The first ``m`` positions of ``p`` by descending value, lowest id first on ties: exactly
+    a prefix of the full stable sort, in ``O(n + m log m)``."""
+    n = p.size
+    if m >= n:
+        return np.argsort(-p, kind="stable")
+    v = np.partition(p, n - m)[n - m]  # the m-th largest value
+    above = np.flatnonzero(p > v)
+    ties = np.flatnonzero(p == v)[: m - above.size]
+    sel = np.sort(np.concatenate([above, ties]))
+    return sel[np.argsort(-p[sel], kind="stable")]
+
+
 def _filter(p: np.ndarray, top_k: int, top_p: float) -> np.ndarray:
     """Top-k then top-p on a normalised distribution: positions kept (ascending), never none.
 
-    Top-p keeps the smallest prefix (by descending probability, lowest id first
+    Top-p keeps the shortest prefix (by descending probability, lowest id first
     on ties) whose mass reaches ``top_p``, measured on the distribution
-    renormalised after top-k, as Hugging Face does.
+    renormalised after top-k, as Hugging Face does. Only as much of the order
+    as needed is sorted (peaked distributions have short nuclei).
     """
     n = p.size
-    if (top_k == 0 or top_k >= n) and top_p >= 1.0:
+    use_k = 0 < top_k < n
+    if not use_k and top_p >= 1.0:
         return np.arange(n)
-    order = np.argsort(-p, kind="stable")
-    if 0 < top_k < n:
-        order = order[:top_k]
+    if use_k:
+        order = _top_order(p, top_k)
+        total = float(p[order].sum())
+    else:
+        total = float(p.sum())
     if top_p < 1.0:
-        q = p[order]
-        before = np.cumsum(q) - q  # mass strictly ahead of each token
-        order = order[before < top_p * q.sum()]  # the top token has 0 ahead: never empty
+        threshold = top_p * total
+        m = min(n, 256)
+        while True:
+            if not use_k:
+                order = _top_order(p, m)
+            cum = np.cumsum(p[order])
+            # Positions past the sorted prefix have at least cum[-1] ahead of them.
+            if use_k or m >= n or cum[-1] >= threshold:
+                break
+            m = min(n, m * 16)
+        before = cum - p[order]  # mass strictly ahead of each token
+        order = order[before < threshold]  # the top token has 0 ahead: never empty
     return np.sort(order)
 
 
