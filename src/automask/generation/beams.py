@@ -65,7 +65,7 @@ def beam_search(s, started: float) -> GenerationResult:
     tokens: list[int] = []
     trace: list[StepRecord] = []
     forced = s.forced_after(matcher, p.max_tokens)
-    now = forced if p.fast_forward else forced[:1]
+    now = forced if p.fast_forward else []
     state, rows = s.decoder.start(s.prompt + now, keep=len(now) + 1)
     _check_width(s, rows)
     state, logits = _take_forced(s, state, rows, forced, now, tokens, trace)
@@ -155,7 +155,7 @@ def _expand(s, parents: list[_Beam], chosen: list) -> list[_Beam]:
         if not forced and (len(tokens) >= p.max_tokens or s.only_eos_left(matcher)):
             out.append(beam)  # decided at the next round; its logits are never read
             continue
-        now = forced if p.fast_forward else forced[:1]
+        now = forced if p.fast_forward else []
         state, rows = s.decoder.extend(state, [token, *now])
         beam.state, beam.logits = _take_forced(s, state, rows, forced, now, beam.tokens,
                                                beam.trace)

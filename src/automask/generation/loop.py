@@ -213,7 +213,7 @@ def _sample(s: Session, started: float) -> GenerationResult:
     trace: list[StepRecord] = []
 
     forced = s.forced_after(matcher, p.max_tokens)
-    now = forced if p.fast_forward else forced[:1]
+    now = forced if p.fast_forward else []
     state, rows = s.decoder.start(s.prompt + now, keep=len(now) + 1)
     _check_width(s, rows)
     state, logits = _take_forced(s, state, rows, forced, now, tokens, trace)
@@ -240,7 +240,7 @@ def _sample(s: Session, started: float) -> GenerationResult:
         forced = s.forced_after(matcher, p.max_tokens - len(tokens))
         if not forced and (len(tokens) >= p.max_tokens or s.only_eos_left(matcher)):
             continue  # finished: no forward pass for logits nobody would read
-        now = forced if p.fast_forward else forced[:1]
+        now = forced if p.fast_forward else []
         state, rows = s.decoder.extend(state, [token, *now])
         state, logits = _take_forced(s, state, rows, forced, now, tokens, trace)
 

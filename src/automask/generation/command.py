@@ -1,0 +1,201 @@
+"""``automask generate``: what the command does once argparse is done (cli.py registers it).
+
+Output goes to stdout (the generated text, or one JSON object with
+``--json``); the finish reason, the schema check, timings and ``--trace``
+go to stderr, so ``automask generate ... > out.json`` keeps just the output.
+Progress lines appear only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from automask.errors import GrammarError
+from automask.grammar.ir import Grammar
+
+DEFAULT_REPETITION_PENALTY = 1.0
+DEFAULT_MAX_TOKENS = 256
+
+
+class Progress:
+    """One self-overwriting status line on stderr, only on a terminal."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.on = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._width = 0
+
+    def show(self, text: str) -> None:
+        if self.on:
+            pad = max(0, self._width - len(text))
+            self.stream.write("\r" + text + " " * pad)
+            self.stream.flush()
+            self._width = len(text)
+
+    def clear(self) -> None:
+        if self.on and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+
+def parse_whitespace(text: str) -> str | int:
+    """``compact``, ``flexible`` or an indent width."""
+    if text in ("compact", "flexible"):
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"whitespace must be compact, flexible or an indent width, not {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"indent width must be >= 0: {n}")
+    return n
+
+
+def build_grammar(args: argparse.Namespace) -> tuple[Grammar | None, Any]:
+    """(grammar or None for --unconstrained, the schema object when --schema was given)."""
+    schema = None
+    grammar: Grammar | None = None
+    if args.schema is not None:
+        text = Path(args.schema).read_text(encoding="utf-8")
+        grammar = Grammar.from_json_schema(text, whitespace=args.whitespace,
+                                           strict=args.strict)
+        schema = json.loads(text)
+    elif args.regex is not None:
+        grammar = Grammar.from_regex(args.regex)
+    elif args.grammar is not None:
+        text = Path(args.grammar).read_text(encoding="utf-8")
+        if args.grammar.endswith(".lark"):
+            grammar = Grammar.from_lark(text)
+        else:
+            grammar = Grammar.from_gbnf(text)
+    elif args.choices is not None:
+        grammar = Grammar.from_choices(args.choices.split(","))
+    if grammar is None and not args.unconstrained:
+        raise GrammarError("give a constraint (--schema, --regex, --grammar or --choices), "
+                           "or --unconstrained")
+    return (None if args.unconstrained else grammar), schema
+
+
+def check_schema(schema: Any, result) -> tuple[bool | None, str]:
+    """(valid?, one-line verdict) of the output under ``schema``; None when not checked."""
+    if not result.complete:
+        return None, f"not checked (output incomplete: finish {result.finish_reason})"
+    try:
+        value = json.loads(result.text)
+    except ValueError as e:
+        return False, f"invalid (not JSON: {e})"
+    try:
+        import jsonschema
+    except ImportError:
+        return None, "not checked (install jsonschema to check)"
+    cls = jsonschema.validators.validator_for(schema)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is None:
+        return True, "valid"
+    where = "/".join(str(p) for p in error.absolute_path)
+    return False, f"invalid at /{where}: {error.message}"
+
+
+def _fmt(x: float) -> str:
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.3f}"
+
+
+def trace_table(result) -> str:
+    """The per-step trace as a fixed-width table."""
+    lines = [f"{'step':>4}  {'token':>6}  {'text':<16}  {'legal':>6}  {'rejected':>8}  "
+             f"{'KL':>7}  {'forced':<6}  argmax-legal"]
+    for r in result.trace:
+        text = json.dumps(r.text, ensure_ascii=False)[1:-1]
+        if len(text) > 16:
+            text = text[:15] + "…"
+        lines.append(f"{r.step:>4}  {r.token:>6}  {text:<16}  {r.legal_count:>6}  "
+                     f"{_fmt(r.rejection_mass):>8}  {_fmt(r.kl):>7}  "
+                     f"{'yes' if r.forced else '':<6}  {'yes' if r.raw_argmax_legal else 'no'}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, stdout: TextIO | None = None,
+        stderr: TextIO | None = None) -> int:
+    """Run ``automask generate``; returns the exit status."""
+    from automask.generation.loop import GenerationParams, generate
+    from automask.generation.models import load_model
+
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    grammar, schema = build_grammar(args)
+    params = GenerationParams(
+        max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
+        top_p=args.top_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
+        num_beams=args.beams, chat_template=not args.no_chat_template,
+        system_prompt=args.system)
+    progress = Progress(err)
+    t0 = time.perf_counter()
+    loaded = load_model(args.model, progress=lambda msg: progress.show(f"automask: {msg}…"))
+    load_s = time.perf_counter() - t0
+    progress.show("automask: generating…")
+    result = generate(loaded.model, loaded.tokenizer, args.prompt, grammar, params,
+                      on_token=lambda n: progress.show(f"automask: generating… {n} tokens"))
+    progress.clear()
+    valid, verdict = (None, "")
+    if schema is not None:
+        valid, verdict = check_schema(schema, result)
+    if args.json:
+        payload: dict[str, Any] = {
+            "output": result.text,
+            "value": result.value,
+            "finish_reason": result.finish_reason,
+            "complete": result.complete,
+            "constrained": result.constrained,
+            "valid": valid,
+            "validation": verdict or None,
+            "tokens": result.tokens,
+            "prompt_tokens": result.prompt_tokens,
+            "forward_passes": result.forward_passes,
+            "forward_passes_saved": result.forward_passes_saved,
+            "forced_tokens": result.forced_tokens,
+            "model": loaded.name,
+            "load_seconds": round(load_s, 3),
+            "generate_seconds": round(result.seconds, 3),
+            "params": {k: v for k, v in vars(params).items()},
+        }
+        if result.beams:
+            payload["beams"] = [vars(b) for b in result.beams]
+        if args.trace:
+            payload["trace"] = [r.as_dict() for r in result.trace]
+        out.write(json.dumps(_finite(payload), ensure_ascii=False) + "\n")
+        return 0
+    out.write(result.text + "\n")
+    out.flush()
+    if args.trace:
+        err.write(trace_table(result) + "\n")
+    state = "complete" if result.complete else "incomplete: a valid prefix only" \
+        if result.constrained else "incomplete"
+    err.write(f"finish: {result.finish_reason} ({state}); {len(result.tokens)} tokens, "
+              f"{result.forced_tokens} forced; {result.forward_passes} forward passes "
+              f"({result.forward_passes_saved} saved); {result.seconds:.2f} s "
+              f"(model load {load_s:.1f} s)\n")
+    if schema is not None:
+        err.write(f"schema: {verdict}\n")
+    return 0
+
+
+def _finite(x: Any) -> Any:
+    """``x`` with infinite or NaN floats (a KL of inf) as None, so the JSON is strict."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
