@@ -100,6 +100,8 @@ def _check_spelling(grammar: Grammar, root: RootTokens, max_states: int = 2000) 
     contains would be a dead end at generation time.
     """
     present = root.present_bytes
+    if present == rx.FULL_BITS:
+        return  # every byte is some token: every (non-empty) lexeme can be spelled
     for lex in productive_lexemes(grammar):
         node = grammar.lexemes[lex]
         if not _spellable(node, present, max_states):

@@ -23,6 +23,8 @@ import numpy as np
 from automask.engine.state import Config, Runtime
 from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
 
+SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
+
 
 class BoundedCache(dict):
     """A dict bounded by the total *cost* (bytes) of its values; oldest entries go first."""
@@ -109,18 +111,23 @@ class MaskComputer:
         self._lock = threading.RLock()
 
     def root_scan(self, ls: int) -> tuple[np.ndarray | None, list[tuple[int, TokenSet]]]:
-        """The packed inside mask (None when empty) and crossing groups of lexer state ``ls``."""
+        """The inside tokens and crossing groups of lexer state ``ls`` (cached).
+
+        The inside part is a packed mask over ids when many tokens are inside
+        (shared by every mask using ``ls``), else the inside rows (int32):
+        packing costs a pass over the whole vocabulary, which a lexer state
+        admitting a few tokens (a key, a keyword) should not pay.
+        """
         found = self._root_scans.get(ls)
         if found is None:
             with self._lock:
                 found = self._root_scans.get(ls)
                 if found is None:
                     inside, crossing = scan(self.root, self.runtime.lexer, ls)
-                    packed = self.root.pack_rows(inside) if inside.any() else None
-                    if packed is not None:
-                        packed.setflags(write=False)
-                    found = self._root_scans.put(ls, (packed, crossing),
-                                                 _scan_cost(packed, crossing))
+                    rows = np.flatnonzero(inside).astype(np.int32)
+                    part = self.root.pack_rows(inside) if len(rows) > SPARSE_INSIDE else rows
+                    part.setflags(write=False)
+                    found = self._root_scans.put(ls, (part, crossing), _scan_cost(part, crossing))
         return found
 
     def sub_scan(self, tokens: TokenSet, ls: int) -> tuple[np.ndarray, list]:
@@ -140,9 +147,11 @@ class MaskComputer:
         dense: list[np.ndarray] = []
         crossing_rows: list[np.ndarray] = []
         for origin, ls in config.threads:
-            packed, crossing = self.root_scan(ls)
-            if packed is not None and not any(packed is d for d in dense):
-                dense.append(packed)
+            part, crossing = self.root_scan(ls)
+            if part.dtype == np.int32:
+                crossing_rows.append(part)
+            elif not any(part is d for d in dense):
+                dense.append(part)
             for state, child in crossing:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:

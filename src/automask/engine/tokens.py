@@ -30,7 +30,7 @@ class TokenSet:
     """Byte strings sharing one flat buffer; ``root_rows`` maps rows to the root set."""
 
     __slots__ = ("uid", "flat", "offsets", "lengths", "root_rows", "parent_rows", "n", "maxlen",
-                 )
+                 "_texts")
 
     def __init__(self, flat: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
                  root_rows: np.ndarray, parent_rows: np.ndarray | None):
@@ -42,6 +42,15 @@ class TokenSet:
         self.parent_rows = parent_rows
         self.n = len(offsets)
         self.maxlen = int(lengths.max()) if self.n else 0
+        self._texts: list[bytes] | None = None
+
+    def texts(self) -> list[bytes]:
+        """The rows as Python bytes (made once; for walking a few rows in Python)."""
+        if self._texts is None:
+            flat = self.flat
+            self._texts = [flat[o: o + n].tobytes() for o, n in
+                           zip(self.offsets.tolist(), self.lengths.tolist(), strict=True)]
+        return self._texts
 
     def child(self, rows: np.ndarray, skip: np.ndarray) -> TokenSet:
         """The suffixes of ``rows`` after their first ``skip`` bytes."""
@@ -61,7 +70,8 @@ class TokenSet:
 class RootTokens(TokenSet):
     """The distinct byte strings of a vocabulary's ordinary tokens, with their ids."""
 
-    __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids", "present_bytes")
+    __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids", "present_bytes",
+                 "trie", "_pack_index")
 
     def __init__(self, token_bytes: list[bytes], excluded: set[int], size: int):
         by_bytes: dict[bytes, list[int]] = {}
@@ -90,6 +100,13 @@ class RootTokens(TokenSet):
         counts_by_byte = np.bincount(flat[:-1], minlength=256)
         #: bitmask of the bytes that occur in at least one token
         self.present_bytes = sum(1 << b for b in np.flatnonzero(counts_by_byte).tolist())
+        self.trie = PrefixTrie(self)
+        # pack_rows gathers every id's row in one pass; ids with no row (and
+        # the padding up to a whole word) read the extra False slot at index n.
+        nwords = (size + 31) // 32
+        index = np.full(nwords * 32, n, dtype=np.int32)
+        index[self.valid_ids] = self.row_of_id[self.valid_ids]
+        self._pack_index = index
 
     def ids_for_rows(self, rows: np.ndarray) -> np.ndarray:
         """Every token id whose bytes are one of ``rows``."""
@@ -104,9 +121,76 @@ class RootTokens(TokenSet):
 
     def pack_rows(self, allowed_rows: np.ndarray) -> np.ndarray:
         """A packed uint32 bitmask over token ids from a boolean array over rows."""
-        allowed = np.zeros(self.size, dtype=bool)
-        allowed[self.valid_ids] = allowed_rows[self.row_of_id[self.valid_ids]]
-        return pack_bool(allowed)
+        extended = np.zeros(self.n + 1, dtype=bool)
+        extended[: self.n] = allowed_rows
+        return np.packbits(extended[self._pack_index], bitorder="little").view("<u4")
+
+
+class PrefixTrie:
+    """The distinct prefixes of a root set's (sorted) strings, level by level.
+
+    Sorting makes the strings sharing a prefix a contiguous run of rows, so
+    a node is a row range. Level ``d`` (prefixes of ``d`` bytes) holds, per
+    node: the first row ``start`` and the end ``end`` of its range, its last
+    byte, whether a token ends exactly there (``ends``: then it is the row
+    ``start``), and the range of its children in level ``d + 1``
+    (``kid_lo``, ``kid_hi``). :func:`scan_root` walks it breadth first, so
+    a lexer state that kills most first bytes costs almost nothing, and
+    shared prefixes are stepped once instead of once per token.
+    """
+
+    __slots__ = ("start", "end", "byte", "ends", "kid_lo", "kid_hi")
+
+    def __init__(self, tokens: TokenSet):
+        n, flat, offsets, lengths = tokens.n, tokens.flat, tokens.offsets, tokens.lengths
+        # lcp[i]: the common prefix length of rows i-1 and i (lcp[0] = 0).
+        lcp = np.zeros(n, dtype=np.int32)
+        pairs = np.arange(1, n)
+        pairs = pairs[np.minimum(lengths[pairs - 1], lengths[pairs]) > 0]
+        depth = 0
+        while pairs.size:
+            same = flat[offsets[pairs - 1] + depth] == flat[offsets[pairs] + depth]
+            pairs = pairs[same]
+            lcp[pairs] += 1
+            depth += 1
+            pairs = pairs[np.minimum(lengths[pairs - 1], lengths[pairs]) > depth]
+        self.start: list[np.ndarray] = [np.zeros(1, dtype=np.int32)]
+        self.end: list[np.ndarray] = [np.array([n], dtype=np.int32)]
+        self.byte: list[np.ndarray] = [np.zeros(1, dtype=np.uint8)]
+        self.ends: list[np.ndarray] = [np.zeros(1, dtype=bool)]
+        self.kid_lo: list[np.ndarray] = []
+        self.kid_hi: list[np.ndarray] = []
+        rows = np.arange(n, dtype=np.int32)
+        for d in range(1, tokens.maxlen + 1):
+            rows = rows[lengths[rows] >= d]
+            starts = rows[lcp[rows] < d]
+            breaks = np.flatnonzero(lcp < d).astype(np.int32)
+            nxt = np.searchsorted(breaks, starts, side="right")
+            ends = np.append(breaks, n)[nxt].astype(np.int32)
+            parents = np.searchsorted(self.start[d - 1], starts, side="right") - 1
+            above = np.arange(len(self.start[d - 1]))
+            self.kid_lo.append(np.searchsorted(parents, above, side="left").astype(np.int32))
+            self.kid_hi.append(np.searchsorted(parents, above, side="right").astype(np.int32))
+            self.start.append(starts)
+            self.end.append(ends)
+            self.byte.append(flat[offsets[starts] + d - 1])
+            self.ends.append(lengths[starts] == d)
+        self.kid_lo.append(np.zeros(len(self.start[-1]), dtype=np.int32))
+        self.kid_hi.append(np.zeros(len(self.start[-1]), dtype=np.int32))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for level in (self.start, self.end, self.byte, self.ends,
+                                          self.kid_lo, self.kid_hi) for a in level)
+
+
+def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(lo[i], lo[i] + counts[i])`` over i."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int32)
+    shift = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    return (shift + np.arange(total)).astype(np.int32, copy=False)
 
 
 def pack_bool(allowed: np.ndarray) -> np.ndarray:
@@ -115,6 +199,9 @@ def pack_bool(allowed: np.ndarray) -> np.ndarray:
     padded = np.zeros(nwords * 32, dtype=bool)
     padded[: len(allowed)] = allowed
     return np.packbits(padded, bitorder="little").view("<u4").astype(np.uint32, copy=False)
+
+
+SMALL_SET = 48  # below this many rows, stepping bytes in Python beats NumPy's call overhead
 
 
 def scan(tokens: TokenSet, lexer: LexerDFA, start: int
@@ -127,17 +214,111 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
     The configuration after that point depends on ``state`` alone (and on the
     thread's origin), so a group is decided by one parser step, however many
     different prefixes it holds.
+
+    Three walks compute the same thing: the prefix trie for a whole
+    vocabulary, plain Python for a handful of suffixes, and a column-wise
+    NumPy pass for everything in between.
     """
     inside = np.zeros(tokens.n, dtype=bool)
     if tokens.n == 0:
         return inside, []
+    lexer.row(start)
+    if isinstance(tokens, RootTokens):
+        groups = _walk_trie(tokens.trie, lexer, start, inside)
+    elif tokens.n <= SMALL_SET:
+        groups = _walk_rows(tokens, lexer, start, inside)
+    else:
+        groups = _walk_columns(tokens, lexer, start, inside)
+    crossing = []
+    for state, parts in groups.items():
+        rows = np.concatenate([r for r, _ in parts])
+        skip = np.concatenate([np.full(len(r), k, dtype=np.int32) for r, k in parts])
+        needed = ~inside[rows]  # consumed inside the lexeme anyway: allowed already
+        if needed.any():
+            crossing.append((state, tokens.child(rows[needed], skip[needed])))
+    return inside, crossing
+
+
+Groups = dict[int, list[tuple[np.ndarray, int]]]
+
+
+def _walk_trie(trie: PrefixTrie, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
+    """Breadth first over the prefix trie: each live prefix is stepped once."""
+    groups: Groups = {}
+    first = np.asarray(lexer.rows[start], dtype=np.int32)[trie.byte[1]]
+    nodes = np.flatnonzero(first).astype(np.int32)
+    st = first[nodes]
+    recorded = np.zeros(nodes.size, dtype=bool)  # a lexeme end was already seen above
+    d = 1
+    while nodes.size:
+        ends = trie.ends[d][nodes]
+        if ends.any():
+            inside[trie.start[d][nodes[ends]]] = True
+        lo, hi = trie.kid_lo[d][nodes], trie.kid_hi[d][nodes]
+        more = hi > lo
+        acc = lexer.accepting[st] & more & ~recorded  # (the lexer's arrays may grow)
+        if acc.any():
+            recorded |= acc
+            acc_nodes, acc_states = nodes[acc], st[acc]
+            for state in np.unique(acc_states).tolist():
+                mine = acc_nodes[acc_states == state]
+                kids = _ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
+                # Suffixes whose next byte can go on, in this lexeme or in one that may follow.
+                kids = kids[lexer.next_ok(state)[trie.byte[d + 1][kids]]]
+                if kids.size:
+                    lo_rows = trie.start[d + 1][kids]
+                    rows = _ranges(lo_rows, trie.end[d + 1][kids] - lo_rows)
+                    groups.setdefault(state, []).append((rows, d))
+        if not more.all():
+            lo, hi, st, recorded = lo[more], hi[more], st[more], recorded[more]
+        counts = hi - lo
+        nodes = _ranges(lo, counts)
+        if not nodes.size:
+            break
+        st = np.repeat(st, counts)
+        recorded = np.repeat(recorded, counts)
+        d += 1
+        lexer.ensure_rows(st)
+        st = lexer.table[st, trie.byte[d][nodes]]
+        alive = st != 0
+        if not alive.all():
+            nodes, st, recorded = nodes[alive], st[alive], recorded[alive]
+    return groups
+
+
+def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
+    """Byte by byte in Python, for a few rows."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    step, accepts = lexer.step, lexer.accepts
+    for r, data in enumerate(tokens.texts()):
+        n = len(data)
+        s = start
+        recorded = False
+        for j, byte in enumerate(data, 1):
+            s = step(s, byte)
+            if not s:
+                break
+            if j == n:
+                inside[r] = True
+            elif not recorded and accepts[s]:
+                recorded = True
+                if lexer.next_ok(s)[data[j]]:
+                    found.setdefault(s, []).append((r, j))
+    return {state: [(np.array([r for r, _ in parts], dtype=np.int32), parts[0][1])]
+            if len({k for _, k in parts}) == 1 else
+            [(np.array([r], dtype=np.int32), k) for r, k in parts]
+            for state, parts in found.items()}
+
+
+def _walk_columns(tokens: TokenSet, lexer: LexerDFA, start: int,
+                  inside: np.ndarray) -> Groups:
+    """One byte column at a time over the rows still alive, in NumPy."""
     idx = np.arange(tokens.n, dtype=np.int32)
     offsets, lengths, flat = tokens.offsets, tokens.lengths, tokens.flat
-    lexer.row(start)
     # Column 0 from one state: a row lookup instead of a gather per token.
     st = np.asarray(lexer.rows[start], dtype=np.int32)[flat[offsets]]
     recorded = np.zeros(tokens.n, dtype=bool)  # first possible lexeme end already seen
-    groups: dict[int, list[tuple[np.ndarray, int]]] = {}
+    groups: Groups = {}
     j = 0
     while True:
         alive = st != 0
@@ -167,11 +348,4 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
         j += 1
         lexer.ensure_rows(st)
         st = lexer.table[st, flat[offsets[idx] + j]]
-    crossing = []
-    for state, parts in groups.items():
-        rows = np.concatenate([r for r, _ in parts])
-        skip = np.concatenate([np.full(len(r), k, dtype=np.int32) for r, k in parts])
-        needed = ~inside[rows]  # consumed inside the lexeme anyway: allowed already
-        if needed.any():
-            crossing.append((state, tokens.child(rows[needed], skip[needed])))
-    return inside, crossing
+    return groups
