@@ -27,9 +27,10 @@ from decimal import Decimal
 from urllib.parse import unquote, urldefrag, urljoin
 
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
-from automask.grammar.ir import Choice, Expr, Grammar, Ref, Seq, Terminal, lower, text
+from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower, text
 from automask.regex import nodes as rx
 from automask.regex.parser import parse_regex, parse_regex_search
+from automask.schema.complement import EXPANDED, Inexpressible, complement
 from automask.schema.json_text import (
     ANY_CHAR,
     ANY_TEXT,
@@ -45,6 +46,7 @@ ANNOTATIONS = frozenset({
     "$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "contentEncoding", "contentMediaType", "contentSchema", "$dynamicAnchor",
+    "~open",  # internal: a schema the compiler wrote (see _opened)
 })
 HANDLED = frozenset({
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
@@ -54,6 +56,9 @@ HANDLED = frozenset({
     "minProperties", "maxProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
     "minContains", "maxContains", "uniqueItems",
+    "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+    # internal keywords of the schemas the compiler writes itself (see complement.py)
+    "~ref", "~notString",
 })
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
@@ -203,9 +208,93 @@ class _SchemaCompiler:
                 if not isinstance(s["$ref"], str):
                     raise GrammarError("$ref must be a string", _pointer(m, "$ref"))
                 todo.append(self.resolve(s["$ref"], m))
-            for i, sub in enumerate(s.get("allOf", ()) or ()):
+            if "~ref" in s:
+                todo.append(s["~ref"])
+            all_of = s.get("allOf", [])
+            if not isinstance(all_of, list) or (not all_of and "allOf" in s):
+                raise GrammarError("allOf must be a non-empty array", _pointer(m, "allOf"))
+            for i, sub in enumerate(all_of):
                 todo.append(Member(f"{m.uri}/allOf/{i}", sub, m.base))
+            todo += self.conditionals(m)
         return list(out.values())
+
+    def conditionals(self, m: Member) -> list[Member]:
+        """Members equivalent to ``if``/``then``/``else`` and the dependency keywords of
+        ``m``: unions of disjoint cases (the ``if`` holds or fails; the key is absent or
+        present), which ``conj`` distributes like any ``anyOf``."""
+        s = m.schema
+        out = []
+
+        def ref(*path) -> dict:
+            node = s
+            for p in path:
+                node = node[p]
+            return {"~ref": Member(m.uri + "".join(f"/{_escape(str(p))}" for p in path),
+                                   node, m.base)}
+
+        if "if" in s and ("then" in s or "else" in s):
+            yes = [ref("if")] + ([ref("then")] if "then" in s else [])
+            no = [{"not": ref("if")}] + ([ref("else")] if "else" in s else [])
+            out.append(Member(m.uri + "/~if", _opened({"anyOf": [{"allOf": yes},
+                                                                   {"allOf": no}]}), m.base))
+        for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+            deps = s.get(kw)
+            if deps is None:
+                continue
+            if not isinstance(deps, dict):
+                raise GrammarError(f"{kw} must be an object", _pointer(m, kw))
+            for k, v in deps.items():
+                where = f"{_pointer(m, kw)}/{_escape(k)}"
+                if kw != "dependentSchemas" and isinstance(v, list):
+                    if not all(isinstance(r, str) for r in v):
+                        raise GrammarError(f"{kw} lists property names (strings)", where)
+                    if not v:
+                        continue
+                    # Generated order: the dependents, then the key that needs them.
+                    then: dict = {"type": "object", "required": [*v, k]}
+                elif kw == "dependentRequired":
+                    raise GrammarError("dependentRequired values are arrays of names", where)
+                elif v is True:
+                    continue
+                elif isinstance(v, (dict, bool)):
+                    then = {"allOf": [{"type": "object", "required": [k]}, ref(kw, k)]}
+                else:
+                    raise GrammarError(f"{kw} values are schemas", where)
+                union = {"anyOf": [{"properties": {k: False}}, then]}
+                out.append(Member(f"{m.uri}/~{kw}/{_escape(k)}", _opened(union), m.base))
+        return out
+
+    def negation(self, operand: Member) -> list[list[Member]]:
+        """The complement of ``operand`` as a union of conjunctions (see complement.py)."""
+        members = self.expand([operand])
+        if members is None:
+            return [[]]  # not false: anything
+        out: list[list[Member]] = []
+        for x in members:
+            self.check_keywords(x)
+
+            def sub(*path, x=x) -> dict:
+                node = x.schema
+                for p in path:
+                    node = node[p]
+                return {"~ref": Member(x.uri + "".join(f"/{_escape(str(p))}" for p in path),
+                                       node, x.base)}
+
+            schema = _without(x.schema)
+            while True:
+                try:
+                    branches = complement(schema, sub)
+                    break
+                except Inexpressible as e:
+                    # lenient: drop the keyword from the operand (a smaller complement)
+                    self.unsupported(f"'not' of {e.keyword}", x, e.keyword)
+                    schema = {k: v for k, v in schema.items() if k != e.keyword}
+            for k, b in enumerate(branches):
+                if b is True:
+                    out.append([])
+                else:
+                    out.append([Member(f"{x.uri}/~neg{k}", _opened(b), x.base)])
+        return out
 
     # ------------------------------------------------------------------ conjunctions
     def conj(self, members: list[Member]) -> Expr:
@@ -225,10 +314,21 @@ class _SchemaCompiler:
                 rest.append(Member(m.uri + f"/~{kw}", _without(m.schema, kw), m.base))
                 subs = [Member(f"{m.uri}/{kw}/{j}", b, m.base) for j, b in enumerate(branches)]
                 if kw == "oneOf" and not self.disjoint(subs):
-                    self.unsupported("oneOf whose branches may overlap (exactly-one cannot be "
-                                     "enforced)", m, kw)
+                    # Exactly one: branch i holds and every other branch fails.
+                    alternatives = [self.conj_ref(rest + [sub] + [
+                        _negated(o) for o in subs if o is not sub]) for sub in subs]
+                    return Choice(tuple(alternatives))
                 alternatives = [self.conj_ref(rest + [sub]) for sub in subs]
                 return Choice(tuple(alternatives))
+        for i, m in enumerate(members):
+            if "not" not in m.schema or _simple_not(m.schema["not"]):
+                continue
+            rest = [_expanded(x) for x in members[:i] + members[i + 1:]]
+            rest.append(Member(m.uri + "/~not", _without(m.schema, "not"), m.base))
+            branches = self.negation(Member(m.uri + "/not", m.schema["not"], m.base))
+            if not branches:
+                return Terminal(rx.EMPTY)
+            return Choice(tuple(self.conj_ref(rest + b) for b in branches))
         return self.typed(members)
 
     def typed(self, members: list[Member]) -> Expr:
@@ -295,23 +395,13 @@ class _SchemaCompiler:
         for kw in s:
             if kw in HANDLED or kw in ANNOTATIONS:
                 continue
-            if kw in ("if", "then", "else"):
-                if kw == "if" and ("then" in s or "else" in s):
-                    self.unsupported("if/then/else", m, kw)
-                continue
-            if kw in ("dependentRequired", "dependentSchemas", "dependencies",
-                      "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+            if kw in ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
                       "$recursiveRef"):
-                if kw == "unevaluatedProperties" and s[kw] is True:
-                    continue
-                if kw in ("dependentRequired", "dependentSchemas", "dependencies") and not s[kw]:
+                if kw in ("unevaluatedProperties", "unevaluatedItems") and s[kw] is True:
                     continue
                 self.unsupported(kw, m, kw)
         if s.get("uniqueItems") is True:
             self.unsupported("uniqueItems", m, "uniqueItems")
-        for kw in ("maxContains",):
-            if kw in s:
-                self.unsupported(kw, m, kw)
 
     def unsupported(self, what: str, m: Member, kw: str) -> None:
         where = _pointer(m, kw)
@@ -341,8 +431,7 @@ class _SchemaCompiler:
             if any(isinstance(v, (dict, list)) for v in _excluded(n)):
                 self.unsupported("'not' of object or array values", m, "not")
             return set()  # enforced per type: see excluded_values()
-        self.unsupported("this form of 'not'", m, "not")
-        return set()
+        return set()  # other forms are distributed by conj()
 
     def enumerated(self, members: list[Member]) -> list | None:
         values = None
@@ -427,6 +516,10 @@ class _SchemaCompiler:
                 node = self.format(s["format"], m)
                 if node is not None:
                     parts.append(node)
+            if "~notString" in s:
+                inner = self.string_constraints([Member(m.uri + "/~s", s["~notString"],
+                                                        m.base)])
+                parts.append(rx.complement(inner))
             n = s.get("not")
             if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
                 excluded = [v for v in (n.get("enum") or []) + (
@@ -605,10 +698,15 @@ class _SchemaCompiler:
                 out.append(Member(f"{m.uri}/patternProperties/{_escape(pat)}", sub, m.base))
         if out:
             return out
-        add = s.get("additionalProperties", False if self.options.strict else True)
+        add = s.get("additionalProperties", self.default_additional(s))
         if add is False:
             return None
         return [Member(f"{m.uri}/additionalProperties", add, m.base)]
+
+    def default_additional(self, s: dict) -> bool:
+        """An absent ``additionalProperties``: false under ``strict``, except in the schemas
+        the compiler writes itself (complements, rewrites), which must stay exact."""
+        return not self.options.strict or bool(s.get("~open"))
 
     def extra_classes(self, members: list[Member], declared: list[str],
                       names_node: rx.Node) -> list[tuple[rx.Node, Expr]]:
@@ -630,7 +728,7 @@ class _SchemaCompiler:
                     if rx.intersect(parts[i][0], parts[j][0]) is not rx.EMPTY:
                         self.unsupported("overlapping patternProperties", m,
                                          "patternProperties")
-            add = s.get("additionalProperties", False if self.options.strict else True)
+            add = s.get("additionalProperties", self.default_additional(s))
             rest = rx.intersect(ANY_TEXT, rx.complement(pattern_union)) \
                 if pattern_union is not rx.EMPTY else ANY_TEXT
             if add is not False:
@@ -711,8 +809,9 @@ class _SchemaCompiler:
             prefix_len = max(prefix_len, len(_prefix(s)))
         contains = [m for m in members if "contains" in m.schema]
 
-        def at(i: int | None) -> Expr | None:
-            """The item expression at position i (None: beyond every prefix)."""
+        def at_members(i: int | None) -> list[Member] | None:
+            """What the item at position i must satisfy (None: beyond every prefix;
+            returns None when no item may be there)."""
             subs: list[Member] = []
             for m in members:
                 s = m.schema
@@ -725,30 +824,26 @@ class _SchemaCompiler:
                     return None
                 if rest is not None:
                     subs.append(Member(f"{m.uri}/{kw}", rest, m.base))
+            return subs
+
+        def at(i: int | None) -> Expr | None:
+            """The item expression at position i (None: beyond every prefix)."""
+            subs = at_members(i)
+            if subs is None:
+                return None
             return self.conj_ref(subs) if subs else js.any_value()
 
         if contains:
-            if len(contains) > 1 or prefix_len or max_i is not None or min_i:
-                self.unsupported("contains with prefixItems, item counts or another contains",
-                                 contains[0], "contains")
+            if len(contains) > 1:
+                self.unsupported("several contains at one position", contains[1], "contains")
             m = contains[0]
-            need = _count(m.schema.get("minContains", 1), m, "minContains")
-            item = at(None)
-            if item is None:
-                return Terminal(rx.EMPTY) if need else js.wrap("[", Terminal(rx.EMPTY), "]")
-            if need == 0:
-                return js.wrap("[", item, "]")
-            hit = self.conj_ref([Member(m.uri + "/contains", m.schema["contains"], m.base)]
-                                + self.items_members(members))
-            sep = js.item_sep()
-            others = Seq((item, sep))
-            parts: list[Expr] = [text("["), js.ws()]
-            for k in range(need):
-                parts += [_star(others), hit]
-                if k + 1 < need:
-                    parts.append(sep)
-            parts += [_star(Seq((sep, item))), js.ws(), text("]")]
-            return Seq(tuple(parts))
+            lo = _count(m.schema.get("minContains", 1), m, "minContains")
+            hi = None
+            if "maxContains" in m.schema:
+                hi = _count(m.schema["maxContains"], m, "maxContains")
+            if lo or hi is not None:
+                return self.counted_array(members, m, lo, hi, min_i, max_i, prefix_len,
+                                          at_members)
 
         def tail(i: int, first: bool) -> Expr:
             if max_i is not None and i >= max_i:
@@ -771,13 +866,85 @@ class _SchemaCompiler:
 
         return Seq((text("["), js.ws(), tail(0, True), js.ws(), text("]")))
 
-    def items_members(self, members: list[Member]) -> list[Member]:
-        out = []
-        for m in members:
-            rest, kw = _rest_items(m.schema)
-            if rest is not None:
-                out.append(Member(f"{m.uri}/{kw}", rest, m.base))
-        return out
+    def counted_array(self, members: list[Member], m: Member, lo: int, hi: int | None,
+                      min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
+        """An array with ``lo..hi`` items matching ``contains`` (exact: with a ``hi``, the
+        other items are the complement of ``contains``), item counts and prefixes."""
+        js = self.json
+        if hi is not None and hi < lo:
+            return Terminal(rx.EMPTY)
+        sep = js.item_sep()
+        hit_m = Member(m.uri + "/contains", m.schema["contains"], m.base)
+        steady = max(prefix_len, min_i)  # from here on positions are alike (no maxItems)
+        memo: dict[tuple[int, int, bool], Expr] = {}
+        budget = 4096
+
+        def kinds(i: int | None) -> tuple[Expr, Expr, Expr] | None:
+            """(any item, a hit, a miss) at position i; None when no item may be there."""
+            subs = at_members(i)
+            if subs is None:
+                return None
+            anything = self.conj_ref(subs) if subs else js.any_value()
+            hit = self.conj_ref(subs + [hit_m])
+            miss = self.conj_ref(subs + [_negated(hit_m)]) if hi is not None else anything
+            return anything, hit, miss
+
+        def join(first: bool, e: Expr) -> Expr:
+            return e if first else Seq((sep, e))
+
+        def steady_tail(h: int, first: bool) -> Expr:
+            """Items past ``steady`` with unbounded length: misses, then hits each
+            followed by misses, as many hits as still allowed."""
+            a = max(lo - h, 0)
+            b = None if hi is None else hi - h
+            if b is not None and b < a:
+                return Terminal(rx.EMPTY)
+            k = kinds(None)
+            if k is None:
+                return Terminal(rx.EPS if a == 0 else rx.EMPTY)
+            _, hit, miss = k
+            misses = _star(Seq((sep, miss)))
+            hits = Repeat(Seq((sep, hit, misses)), a, b)
+            if not first:
+                return Seq((misses, hits))
+            options: list[Expr] = [Seq((miss, misses, hits))]
+            if b is None or b >= 1:
+                options.append(Seq((hit, misses, Repeat(Seq((sep, hit, misses)),
+                                                         max(a - 1, 0),
+                                                         None if b is None else b - 1))))
+            if a == 0:
+                options.append(Terminal(rx.EPS))
+            return Choice(tuple(options))
+
+        def tail(i: int, h: int, first: bool) -> Expr:
+            if hi is None:
+                h = min(h, lo)
+            if max_i is None and i >= steady:
+                return steady_tail(h, first)
+            key = (i, h, first)
+            if key in memo:
+                return memo[key]
+            if len(memo) >= budget:
+                raise LimitExceeded("contains with item counts needs too many states")
+            rule = f"arr{len(self.rules)}"
+            self.rules[rule] = Terminal(rx.EMPTY)
+            memo[key] = Ref(rule)
+            options: list[Expr] = []
+            if i >= min_i and h >= lo and (hi is None or h <= hi):
+                options.append(Terminal(rx.EPS))
+            k = kinds(i) if max_i is None or i < max_i else None
+            if k is not None:
+                anything, hit, miss = k
+                if hi is None and h >= lo:
+                    options.append(Seq((join(first, anything), tail(i + 1, h, False))))
+                else:
+                    if hi is None or h < hi:
+                        options.append(Seq((join(first, hit), tail(i + 1, h + 1, False))))
+                    options.append(Seq((join(first, miss), tail(i + 1, h, False))))
+            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
+            return memo[key]
+
+        return Seq((text("["), js.ws(), tail(0, 0, True), js.ws(), text("]")))
 
     # ------------------------------------------------------------------ oneOf
     def disjoint(self, subs: list[Member]) -> bool:
@@ -885,15 +1052,49 @@ def _rest_items(s: dict):
 
 
 def _without(schema: dict, kw: str | None = None) -> dict:
-    """``schema`` less ``kw`` and the ``$ref``/``allOf`` that expansion has followed."""
-    return {k: v for k, v in schema.items() if k not in (kw, "$ref", "allOf")}
+    """``schema`` less ``kw`` and the keywords that expansion has followed (``$ref``,
+    ``allOf``, and the conditionals it rewrote into members of their own)."""
+    return {k: v for k, v in schema.items() if k != kw and k not in EXPANDED}
 
 
 def _expanded(m: Member) -> Member:
-    """``m`` without the ``$ref``/``allOf`` that :meth:`expand` has already followed."""
-    if "$ref" not in m.schema and "allOf" not in m.schema:
+    """``m`` without the keywords that :meth:`expand` has already followed."""
+    if not any(k in m.schema for k in EXPANDED):
         return m
     return Member(m.uri + "/~", _without(m.schema), m.base)
+
+
+def _negated(m: Member) -> Member:
+    """A member that holds where ``m`` fails."""
+    return Member(m.uri + "/~!", {"not": {"~ref": m}, "~open": True}, m.base)
+
+
+def _simple_not(n) -> bool:
+    """Whether typed() enforces ``not: n`` directly (types, scalar values, booleans)."""
+    if isinstance(n, bool):
+        return True
+    if not isinstance(n, dict):
+        return False
+    kws = set(n) - ANNOTATIONS
+    if kws <= {"type"}:
+        return True
+    return kws <= {"enum", "const"} and not any(
+        isinstance(v, (dict, list)) for v in _excluded(n))
+
+
+def _opened(x):
+    """A schema the compiler wrote, marked open at every level (``strict`` leaves it)."""
+    if not isinstance(x, dict):
+        return x
+    out = dict(x, **{"~open": True})
+    for k, v in x.items():
+        if k in ("not", "items", "contains"):
+            out[k] = _opened(v)
+        elif k in ("allOf", "anyOf", "oneOf", "prefixItems"):
+            out[k] = [_opened(e) for e in v]
+        elif k == "properties":
+            out[k] = {name: _opened(e) for name, e in v.items()}
+    return out
 
 
 def _escape(key: str) -> str:

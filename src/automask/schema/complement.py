@@ -1,0 +1,222 @@
+"""The complement of one schema object, as a union of schemas.
+
+``not``, ``if`` (its failing side), exact ``oneOf`` and the rewrites of the
+conditional keywords all need the JSON values that a schema object rejects.
+A schema object is a conjunction of keywords, so its complement is the union
+of the keywords' complements; each keyword only constrains values of its own
+type, so the complement of a keyword lies inside that type (``not
+{minLength: 3}`` is the strings shorter than 3, never a number). Keywords read
+together (``minimum`` with a draft-04 ``exclusiveMinimum``, ``prefixItems``
+with ``items``, ``contains`` with its counts, ``if`` with ``then``/``else``)
+are complemented as groups.
+
+The result is a list of *branches*, each one schema (a plain dict the
+compiler compiles like any other, with two internal keywords: ``~ref`` embeds
+a subschema at its own position, ``~notString`` holds string keywords that
+must *not* all hold). A keyword whose complement is not expressible exactly
+raises :class:`Inexpressible` with the keyword: never an approximation, since
+an approximated complement accepts invalid values.
+
+``$ref``/``allOf``/``~ref`` are not complemented here: the compiler expands
+them first and unions the complements of every member of the expansion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+STRING_KEYWORDS = ("minLength", "maxLength", "pattern")
+NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# Keywords that expansion follows (their complement is that of what they bring in).
+EXPANDED = ("$ref", "allOf", "~ref", "if", "then", "else", "dependentRequired",
+            "dependentSchemas", "dependencies")
+
+Sub = Callable[..., dict]
+"""``sub("properties", "a")``: the subschema at that path, embedded in place (``~ref``)."""
+
+
+class Inexpressible(Exception):
+    """The complement of ``keyword`` cannot be written exactly (the caller raises)."""
+
+    def __init__(self, keyword: str):
+        super().__init__(keyword)
+        self.keyword = keyword
+
+
+def complement(schema, sub: Sub) -> list[dict | bool]:
+    """The branches whose union is every JSON value that ``schema`` rejects."""
+    if schema is True:
+        return []
+    if schema is False:
+        return [True]
+    s = schema
+    out: list[dict | bool] = []
+    if "type" in s:
+        out.append({"not": {"type": s["type"]}})
+    if "enum" in s:
+        out.append({"not": {"enum": s["enum"]}})
+    if "const" in s:
+        out.append({"not": {"const": s["const"]}})
+    out += _strings(s)
+    out += _numbers(s)
+    out += _objects(s, sub)
+    out += _arrays(s, sub)
+    out += _combinators(s, sub)
+    for kw in ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"):
+        if kw in s and s[kw] is not True:
+            raise Inexpressible(kw)
+    return out
+
+
+def _strings(s: dict) -> list[dict]:
+    if "format" in s:
+        # Format nodes are sound, not complete (some valid spellings are left out),
+        # so their complement would accept valid strings.
+        raise Inexpressible("format")
+    if "~notString" in s:
+        return [{"type": "string", **s["~notString"]}]
+    kws = {k: s[k] for k in STRING_KEYWORDS if k in s}
+    if not kws or kws == {"minLength": 0}:
+        return []
+    return [{"type": "string", "~notString": kws}]
+
+
+def _numbers(s: dict) -> list[dict]:
+    if "multipleOf" in s:
+        raise Inexpressible("multipleOf")
+    out: list[dict] = []
+    lows, highs = [], []
+    if s.get("exclusiveMinimum") is True and _num(s.get("minimum")):  # draft-04
+        lows.append((s["minimum"], True))
+    else:
+        if _num(s.get("minimum")):
+            lows.append((s["minimum"], False))
+        if _num(s.get("exclusiveMinimum")):
+            lows.append((s["exclusiveMinimum"], True))
+    if s.get("exclusiveMaximum") is True and _num(s.get("maximum")):
+        highs.append((s["maximum"], True))
+    else:
+        if _num(s.get("maximum")):
+            highs.append((s["maximum"], False))
+        if _num(s.get("exclusiveMaximum")):
+            highs.append((s["exclusiveMaximum"], True))
+    for v, strict in lows:  # below the lower bound
+        out.append({"type": "number", ("maximum" if strict else "exclusiveMaximum"): v})
+    for v, strict in highs:
+        out.append({"type": "number", ("minimum" if strict else "exclusiveMinimum"): v})
+    return out
+
+
+def _objects(s: dict, sub: Sub) -> list[dict]:
+    out: list[dict] = []
+    for k in _list(s.get("required")):
+        out.append({"type": "object", "properties": {k: False}})
+    props = s.get("properties")
+    if isinstance(props, dict):
+        for k, v in props.items():
+            if _trivial(v):
+                continue
+            out.append({"type": "object", "required": [k],
+                        "properties": {k: {"not": sub("properties", k)}}})
+    pattern = s.get("patternProperties")
+    if isinstance(pattern, dict) and any(not _trivial(v) for v in pattern.values()):
+        raise Inexpressible("patternProperties")
+    if "additionalProperties" in s and not _trivial(s["additionalProperties"]):
+        raise Inexpressible("additionalProperties")
+    if "propertyNames" in s and not _trivial(s["propertyNames"]):
+        raise Inexpressible("propertyNames")
+    if _count(s.get("minProperties")):
+        out.append({"type": "object", "maxProperties": _count(s["minProperties"]) - 1})
+    if _count(s.get("maxProperties")) is not None:
+        out.append({"type": "object", "minProperties": _count(s["maxProperties"]) + 1})
+    for kw in ("dependentRequired", "dependencies"):
+        deps = s.get(kw)
+        if not isinstance(deps, dict):
+            continue
+        for k, v in deps.items():
+            if isinstance(v, list):
+                out += [{"type": "object", "required": [k], "properties": {r: False}}
+                        for r in v]
+            elif not _trivial(v):
+                out.append({"type": "object", "required": [k], "not": sub(kw, k)})
+    deps = s.get("dependentSchemas")
+    if isinstance(deps, dict):
+        for k, v in deps.items():
+            if not _trivial(v):
+                out.append({"type": "object", "required": [k],
+                            "not": sub("dependentSchemas", k)})
+    return out
+
+
+def _arrays(s: dict, sub: Sub) -> list[dict]:
+    out: list[dict] = []
+    if _count(s.get("minItems")):
+        out.append({"type": "array", "maxItems": _count(s["minItems"]) - 1})
+    if _count(s.get("maxItems")) is not None:
+        out.append({"type": "array", "minItems": _count(s["maxItems"]) + 1})
+    if isinstance(s.get("prefixItems"), list):
+        prefix, kw, rest_kw = s["prefixItems"], "prefixItems", "items"
+    elif isinstance(s.get("items"), list):
+        prefix, kw, rest_kw = s["items"], "items", "additionalItems"
+    else:
+        prefix, kw, rest_kw = [], "", "items"
+    for i, v in enumerate(prefix):
+        if not _trivial(v):
+            out.append({"type": "array", "minItems": i + 1,
+                        "prefixItems": [True] * i + [{"not": sub(kw, i)}]})
+    rest = s.get(rest_kw)
+    if rest_kw in s and not _trivial(rest):
+        if prefix:
+            raise Inexpressible(rest_kw)
+        out.append({"type": "array", "contains": {"not": sub(rest_kw)}})
+    if "contains" in s:
+        lo = _count(s.get("minContains", 1))
+        hi = _count(s["maxContains"]) if "maxContains" in s else None
+        if lo is None or ("maxContains" in s and hi is None):
+            raise Inexpressible("contains")
+        if lo == 1:
+            out.append({"type": "array", "items": {"not": sub("contains")}})
+        elif lo > 1:
+            out.append({"type": "array", "contains": sub("contains"), "minContains": 0,
+                        "maxContains": lo - 1})
+        if hi is not None:
+            out.append({"type": "array", "contains": sub("contains"),
+                        "minContains": hi + 1})
+    if s.get("uniqueItems") is True:
+        raise Inexpressible("uniqueItems")
+    return out
+
+
+def _combinators(s: dict, sub: Sub) -> list[dict | bool]:
+    out: list[dict | bool] = []
+    if isinstance(s.get("anyOf"), list):
+        out.append({"allOf": [{"not": sub("anyOf", i)} for i in range(len(s["anyOf"]))]})
+    if isinstance(s.get("oneOf"), list):
+        n = len(s["oneOf"])
+        out.append({"allOf": [{"not": sub("oneOf", i)} for i in range(n)]})
+        out += [{"allOf": [sub("oneOf", i), sub("oneOf", j)]}
+                for i in range(n) for j in range(i + 1, n)]
+    if "not" in s:
+        out.append(sub("not"))
+    return out
+
+
+def _trivial(v) -> bool:
+    """Whether a subschema accepts everything (``true`` or only annotations)."""
+    from automask.schema.compiler import ANNOTATIONS
+
+    return v is True or (isinstance(v, dict) and not set(v) - ANNOTATIONS)
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _count(v) -> int | None:
+    if _num(v) and v >= 0 and float(v).is_integer():
+        return int(v)
+    return None
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
