@@ -133,6 +133,26 @@ def test_generate_with_an_hf_tokenizer_and_wider_logits(hf_tiny):
     assert max(r.tokens) < len(hf_tiny)
 
 
+def test_model_eos_ids_join_the_tokenizers(hf_tiny):
+    """A model whose generation config names another end id may stop with it."""
+    bos = hf_tiny.convert_tokens_to_ids("<|bos|>")
+
+    def model(ids: list[int]) -> np.ndarray:
+        logits = np.random.default_rng(len(ids)).normal(size=len(hf_tiny)).astype(np.float32)
+        logits[bos] = 50.0
+        return logits
+
+    decoder = automask.generation.CallableLM(model)
+    decoder.eos_token_ids = [bos]
+    r = automask.generate(decoder, hf_tiny, "p", Grammar.from_regex("[a-z]{2,4}"),
+                          max_tokens=10)
+    assert r.complete and r.trace[-1].token == bos and 2 <= len(r.text) <= 4
+    from automask.generation.decoder import model_eos_ids
+
+    cfg = transformers.GenerationConfig(eos_token_id=[7, 8])
+    assert model_eos_ids(type("M", (), {"generation_config": cfg, "config": None})()) == [7, 8]
+
+
 # ----------------------------------------------------------------------------- real model
 
 def _model_missing() -> str | None:

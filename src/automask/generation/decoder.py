@@ -29,7 +29,12 @@ import numpy as np
 
 @runtime_checkable
 class Decoder(Protocol):
-    """Logits after a sequence of ids, with an opaque per-sequence state (a KV cache)."""
+    """Logits after a sequence of ids, with an opaque per-sequence state (a KV cache).
+
+    Optional attributes the loop reads when present: ``width`` (the logits
+    width, to size the vocabulary before the first pass) and ``eos_token_ids``
+    (end-of-output ids beyond the tokenizer's own).
+    """
 
     forward_passes: int
 
@@ -69,6 +74,18 @@ def logits_width(model: Any) -> int | None:
     return None
 
 
+def model_eos_ids(model: Any) -> list[int]:
+    """End-of-output ids a model's generation config (or config) names."""
+    ids: list[int] = []
+    for cfg in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        value = getattr(cfg, "eos_token_id", None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            ids.append(value)
+        elif isinstance(value, (list, tuple)):
+            ids.extend(v for v in value if isinstance(v, int) and not isinstance(v, bool))
+    return list(dict.fromkeys(ids))
+
+
 class HFCausalLM:
     """A Hugging Face causal LM (or anything with its forward signature) with a KV cache."""
 
@@ -76,6 +93,7 @@ class HFCausalLM:
         self.model = model
         self.forward_passes = 0
         self.width = logits_width(model)
+        self.eos_token_ids = model_eos_ids(model)
         try:
             params = inspect.signature(model.forward).parameters
         except (TypeError, ValueError, AttributeError):

@@ -184,7 +184,8 @@ def generate(model: Any, tokenizer: Any, prompt: str | Sequence[int],
     if isinstance(grammar, CompiledGrammar):
         vocab = grammar.vocab
     else:
-        vocab = vocabulary_for(tokenizer, getattr(decoder, "width", None))
+        vocab = vocabulary_for(tokenizer, getattr(decoder, "width", None),
+                               getattr(decoder, "eos_token_ids", ()))
     compiled = compiled_for(grammar, vocab) if grammar is not None else None
     ids = prompt_ids(tokenizer, prompt, chat_template=params.chat_template,
                      system_prompt=params.system_prompt)

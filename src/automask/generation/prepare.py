@@ -20,29 +20,38 @@ from automask.vocab import Vocabulary
 
 _lock = threading.Lock()
 _vocabs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_vocabs_strong: dict[int, tuple[Any, dict[int | None, Vocabulary]]] = {}
+_vocabs_strong: dict[int, tuple[Any, dict]] = {}
 _compiled: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 MAX_COMPILED_PER_VOCAB = 16
 
 
-def vocabulary_for(tokenizer: Any, width: int | None = None) -> Vocabulary:
-    """The Vocabulary of a tokenizer (an automask Vocabulary is returned as is), per width.
+def vocabulary_for(tokenizer: Any, width: int | None = None,
+                   extra_eos: Sequence[int] = ()) -> Vocabulary:
+    """The Vocabulary of a tokenizer (an automask Vocabulary is returned as is), cached.
 
     ``width`` is the model's logits width; it may exceed the tokenizer (padded
     embedding matrices), and the extra ids are then never allowed.
+    ``extra_eos`` adds end-of-output ids the tokenizer does not name (a
+    model's generation config often lists several, e.g. Llama 3's
+    ``<|eot_id|>`` beside ``<|end_of_text|>``).
     """
     if isinstance(tokenizer, Vocabulary):
         return tokenizer
+    key = (width, tuple(sorted(set(extra_eos))))
     with _lock:
         try:
-            per_width = _vocabs.setdefault(tokenizer, {})
+            cache = _vocabs.setdefault(tokenizer, {})
         except TypeError:  # not weak-referenceable: keep it alive with its vocabularies
-            per_width = _vocabs_strong.setdefault(id(tokenizer), (tokenizer, {}))[1]
-        vocab = per_width.get(width)
+            cache = _vocabs_strong.setdefault(id(tokenizer), (tokenizer, {}))[1]
+        vocab = cache.get(key)
         if vocab is None:
             size = width if width is not None and width > len(tokenizer) else None
             vocab = Vocabulary.from_hf(tokenizer, vocab_size=size)
-            per_width[width] = vocab
+            extra = [t for t in key[1] if 0 <= t < vocab.size and t not in vocab.eos_token_ids]
+            if extra:
+                vocab = Vocabulary.from_hf(tokenizer, vocab_size=size,
+                                           eos_token_ids=[*vocab.eos_token_ids, *extra])
+            cache[key] = vocab
         return vocab
 
 

@@ -20,11 +20,14 @@ once a row has emitted EOS (``generate`` then pads it), only EOS and the pad
 token are allowed. Logits wider than the tokenizer (padded embedding
 matrices) have the extra columns masked off. A row holding a token the
 grammar refuses (another processor chose it) is ended: only EOS/pad allowed.
-Use one processor per ``generate`` call.
+Use one processor per ``generate`` call. ``eos_token_ids`` adds end-of-output
+ids the tokenizer does not name (pass ``model.generation_config.eos_token_id``
+when it lists several).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -44,13 +47,14 @@ class LogitsProcessor(transformers.LogitsProcessor):
     """Masks ``scores`` so that every row stays inside ``grammar`` (see the module docstring)."""
 
     def __init__(self, grammar: Grammar | CompiledGrammar, tokenizer: Any, *,
-                 prompt_length: int | None = None):
+                 prompt_length: int | None = None, eos_token_ids: Sequence[int] = ()):
         if not isinstance(grammar, (Grammar, CompiledGrammar)):
             raise TypeError(f"LogitsProcessor takes a Grammar or CompiledGrammar, "
                             f"not {type(grammar).__name__}")
         self.grammar = grammar
         self.tokenizer = tokenizer
         self.prompt_length = prompt_length
+        self.extra_eos = tuple(eos_token_ids)
         self.compiled: CompiledGrammar | None = grammar if isinstance(
             grammar, CompiledGrammar) else None
         self._matchers: dict[tuple[int, ...], Matcher | None] = {}
@@ -59,7 +63,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
 
     def _setup(self, width: int) -> None:
         if self.compiled is None:
-            vocab = vocabulary_for(self.tokenizer, width)
+            vocab = vocabulary_for(self.tokenizer, width, self.extra_eos)
             self.compiled = compiled_for(self.grammar, vocab)
         ends = list(self.compiled.eos_token_ids)
         pad = getattr(self.tokenizer, "pad_token_id", None)
