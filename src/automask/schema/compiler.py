@@ -693,8 +693,8 @@ class _SchemaCompiler:
         out = []
         if key in props:
             out.append(Member(f"{m.uri}/properties/{_escape(key)}", props[key], m.base))
-        for pat, sub in (s.get("patternProperties") or {}).items():
-            if rx.matches(parse_regex_search(pat), key.encode("utf-8")):
+        for pat, sub in self.pattern_properties(m).items():
+            if rx.matches(self.key_pattern(pat, m), key.encode("utf-8")):
                 out.append(Member(f"{m.uri}/patternProperties/{_escape(pat)}", sub, m.base))
         if out:
             return out
@@ -702,6 +702,22 @@ class _SchemaCompiler:
         if add is False:
             return None
         return [Member(f"{m.uri}/additionalProperties", add, m.base)]
+
+    def pattern_properties(self, m: Member) -> dict:
+        pp = m.schema.get("patternProperties") or {}
+        if not isinstance(pp, dict):
+            raise GrammarError("patternProperties must be an object",
+                               _pointer(m, "patternProperties"))
+        return pp
+
+    def key_pattern(self, pat: str, m: Member) -> rx.Node:
+        """A ``patternProperties`` regex (unanchored), errors located at its pointer."""
+        where = f"{_pointer(m, 'patternProperties')}/{_escape(pat)}"
+        try:
+            return parse_regex_search(pat)
+        except GrammarError as e:
+            raise type(e)(f"patternProperties: {e.message}",
+                          f"{where} {e.location or ''}".strip()) from None
 
     def default_additional(self, s: dict) -> bool:
         """An absent ``additionalProperties``: false under ``strict``, except in the schemas
@@ -716,23 +732,29 @@ class _SchemaCompiler:
             (rx.intersect(ANY_TEXT, names_node, not_declared), [])]
         for m in members:
             s = m.schema
-            parts: list[tuple[rx.Node, list[Member]]] = []
-            pattern_union = rx.EMPTY
-            for pat, sub in (s.get("patternProperties") or {}).items():
-                node = parse_regex_search(pat)
-                parts.append((node, [Member(f"{m.uri}/patternProperties/{_escape(pat)}", sub,
-                                            m.base)]))
-                pattern_union = rx.alt(pattern_union, node)
-            for i in range(len(parts)):
-                for j in range(i + 1, len(parts)):
-                    if rx.intersect(parts[i][0], parts[j][0]) is not rx.EMPTY:
-                        self.unsupported("overlapping patternProperties", m,
-                                         "patternProperties")
+            # Key regions by the set of patterns they match (overlapping patterns give
+            # regions that match several: their values meet every matching schema).
+            regions: list[tuple[rx.Node, list[Member]]] = [(ANY_TEXT, [])]
+            for pat, sub in self.pattern_properties(m).items():
+                node = self.key_pattern(pat, m)
+                pm = Member(f"{m.uri}/patternProperties/{_escape(pat)}", sub, m.base)
+                split = []
+                for region, subs in regions:
+                    inside = rx.intersect(region, node)
+                    outside = rx.intersect(region, rx.complement(node))
+                    if inside is not rx.EMPTY:
+                        split.append((inside, subs + [pm]))
+                    if outside is not rx.EMPTY:
+                        split.append((outside, subs))
+                regions = split
+                if len(regions) > 256:
+                    raise LimitExceeded("patternProperties overlap in too many ways")
             add = s.get("additionalProperties", self.default_additional(s))
-            rest = rx.intersect(ANY_TEXT, rx.complement(pattern_union)) \
-                if pattern_union is not rx.EMPTY else ANY_TEXT
-            if add is not False:
-                parts.append((rest, [Member(f"{m.uri}/additionalProperties", add, m.base)]))
+            parts = [(region, subs) for region, subs in regions if subs]
+            rest = [region for region, subs in regions if not subs]
+            if add is not False and rest:
+                parts.append((rx.alt_of(rest), [Member(f"{m.uri}/additionalProperties", add,
+                                                       m.base)]))
             refined = []
             for node, subs in classes:
                 for pnode, psubs in parts:
