@@ -547,6 +547,22 @@ CASES = [
       "$defs": {"a": {"$id": "a.json", "type": "integer"}},
       "type": "array", "items": {"$ref": "a.json"}},
      [[1, 2], [], ["x"]], D2020),
+    ("ref-urn-base",
+     {"$id": "urn:uuid:deadbeef-1234-ffff-ffff-4321feebdaed",
+      "properties": {"foo": {"$ref": "#/$defs/bar"},
+                     "baz": {"$ref": "urn:uuid:deadbeef-1234-ffff-ffff-4321feebdaed#x"}},
+      "$defs": {"bar": {"type": "string"}, "q": {"$anchor": "x", "type": "null"}}},
+     [{"foo": "a"}, {"foo": 1}, {"baz": None}, {"baz": 1}], D2020),
+    ("ref-nested-id-then-ref",
+     {"$id": "https://example.com/a/base.json", "$ref": "nested/foo.json",
+      "$defs": {"foo": {"$id": "nested/foo.json", "$ref": "./bar.json"},
+                "bar": {"$id": "nested/bar.json", "type": "number"}}},
+     [5, 1.5, "a", None], D2020),
+    ("ref-id-and-anchor",
+     {"$id": "https://example.com/b/base.json", "$ref": "#big",
+      "$defs": {"big": {"$anchor": "big", "maximum": 10},
+                "small": {"$id": "https://example.com/b/", "$anchor": "big", "maximum": 2}}},
+     [1, 5, 11], D2020),
     ("ref-chain",
      {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/c"},
                 "c": {"type": "boolean"}}, "$ref": "#/$defs/a"},
@@ -670,9 +686,6 @@ def test_anyof_behind_ref_or_allof(kind, tiny_bpe_vocab):
     assert mismatches(schema, instances, tiny_bpe_vocab) == []
 
 
-@pytest.mark.xfail(strict=True, raises=GrammarError, reason=(
-    "draft-06/07 '$id': '#name' (and draft-04 'id') plain-name fragments are not indexed "
-    "as anchors: '$ref anchor not found'"))
 @pytest.mark.parametrize("id_keyword", ["$id", "id"])
 def test_draft7_plain_name_id_fragment(id_keyword, tiny_bpe_vocab):
     schema = {"definitions": {"a": {id_keyword: "#foo", "type": "integer"}},

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -114,6 +115,7 @@ class _SchemaCompiler:
         self.root_base = "file:///automask/root.json"
         self.docs: dict[str, object] = {}       # base URI -> schema
         self.anchors: dict[str, tuple[object, str, str]] = {}
+        self.base_of: dict[int, str] = {}  # id(schema object with an $id) -> its base URI
         self._index(schema, self.root_base, "")
         self.root = Member(self.root_base + "#", schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
@@ -123,11 +125,17 @@ class _SchemaCompiler:
         if isinstance(schema, dict):
             if not pointer:
                 self.docs.setdefault(base, schema)
-            if isinstance(schema.get("$id"), str):
-                base = urldefrag(urljoin(base, schema["$id"]))[0]
+            if _changes_base(schema):
+                base = urldefrag(_join(base, schema["$id"]))[0]
                 self.docs.setdefault(base, schema)
-            if isinstance(schema.get("$anchor"), str):
-                self.anchors[base + "#" + schema["$anchor"]] = (schema, base, pointer)
+                self.base_of[id(schema)] = base
+            names = [schema.get("$anchor")]
+            # draft-06/07 "$id": "#name" and draft-04 "id": "#name" are plain-name anchors
+            names += [schema[k][1:] for k in ("$id", "id") if isinstance(schema.get(k), str)
+                      and schema[k].startswith("#") and len(schema[k]) > 1]
+            for name in names:
+                if isinstance(name, str):
+                    self.anchors[base + "#" + name] = (schema, base, pointer)
             if base not in self.docs:
                 self.docs[base] = schema
             for k, v in schema.items():
@@ -139,7 +147,7 @@ class _SchemaCompiler:
                 self._index(v, base, f"{pointer}/{i}")
 
     def resolve(self, ref: str, member: Member) -> Member:
-        target = urljoin(member.base, ref)
+        target = _join(member.base, ref)
         doc_uri, fragment = urldefrag(target)
         if target in self.anchors:
             schema, base, _ = self.anchors[target]
@@ -160,9 +168,15 @@ class _SchemaCompiler:
                 node = node[int(part)]
             else:
                 raise GrammarError(f"$ref target not found: {ref!r}", _pointer(member))
-            if isinstance(node, dict) and isinstance(node.get("$id"), str):
-                base = urldefrag(urljoin(base, node["$id"]))[0]
+            if _changes_base(node):
+                base = self.rebase(base, node)
         return Member(doc_uri + "#" + fragment, node, base)
+
+    def rebase(self, base: str, schema: dict) -> str:
+        """The base URI inside ``schema`` (which has an ``$id``) when reached from ``base``:
+        the one indexed for that schema object, so that it is applied only once."""
+        found = self.base_of.get(id(schema))
+        return found if found is not None else urldefrag(_join(base, schema["$id"]))[0]
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Grammar:
@@ -201,8 +215,8 @@ class _SchemaCompiler:
                 return None
             if not isinstance(s, dict):
                 raise GrammarError("a schema is an object or a boolean", _pointer(m))
-            if isinstance(s.get("$id"), str):
-                m = Member(m.uri, s, urldefrag(urljoin(m.base, s["$id"]))[0])
+            if _changes_base(s):
+                m = Member(m.uri, s, self.rebase(m.base, s))
             out[m.uri] = m
             if "$ref" in s:
                 if not isinstance(s["$ref"], str):
@@ -1117,6 +1131,22 @@ def _opened(x):
         elif k == "properties":
             out[k] = {name: _opened(e) for name, e in v.items()}
     return out
+
+
+def _changes_base(schema) -> bool:
+    """Whether ``schema`` has an ``$id`` that sets a base URI (not a ``#name`` anchor)."""
+    return isinstance(schema, dict) and isinstance(schema.get("$id"), str) and \
+        not schema["$id"].startswith("#")
+
+
+def _join(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (RFC 3986), URNs included: ``urljoin`` leaves
+    a fragment-only reference alone on schemes it does not know."""
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", ref):
+        return ref
+    return urljoin(base, ref)
 
 
 def _escape(key: str) -> str:
