@@ -83,6 +83,15 @@ def test_missing_default_model_says_how_to_install(monkeypatch):
         models._resolve(None)
 
 
+def test_missing_torch_or_transformers_says_how_to_install(capsys, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    code, out, err = run_cli(capsys, "generate", "hi", "--regex", "a", "--model", "org/model")
+    assert code == 2 and not out and err.count("\n") == 1
+    assert "generation needs torch" in err and "pip install" in err
+
+
 def test_grammar_sources(tmp_path):
     args = command.argparse.Namespace(schema=None, regex=None, grammar=None, choices="a,b",
                                       unconstrained=False, whitespace="compact", strict=True)
