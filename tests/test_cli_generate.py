@@ -190,7 +190,7 @@ def test_cli_end_to_end_json_in_a_fresh_process():
     assert result["value"] == json.loads(result["output"])
     forced = [s for s in result["trace"] if s["forced"]]
     assert forced and all(s["legal_count"] == 1 for s in forced)
-    assert result["forward_passes_saved"] == len(forced)
+    assert result["forward_passes_saved"] == result["forced_tokens"] <= len(forced)
 
 
 @pytest.mark.slow

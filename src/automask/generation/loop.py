@@ -94,7 +94,8 @@ class Session:
         self.on_token = on_token
         self.eos = frozenset(vocab.eos_token_ids)
         self.width = vocab.size
-        self.saved = 0
+        self.forced = 0  # tokens appended because the grammar forced them
+        self.passes_before = decoder.forward_passes  # a Decoder may be reused across calls
 
     def matcher(self) -> Matcher | None:
         return Matcher(self.compiled) if self.compiled is not None else None
@@ -158,9 +159,9 @@ class Session:
         return GenerationResult(
             text=text, value=value, tokens=list(tokens), finish_reason=reason,
             complete=complete, trace=trace, prompt_tokens=len(self.prompt),
-            forward_passes=self.decoder.forward_passes, forward_passes_saved=self.saved,
-            forced_tokens=sum(1 for r in trace if r.forced and r.legal_count == 1
-                              and r.token not in self.eos),
+            forward_passes=self.decoder.forward_passes - self.passes_before,
+            forward_passes_saved=self.forced if self.params.fast_forward else 0,
+            forced_tokens=self.forced,
             seconds=time.perf_counter() - started, constrained=self.compiled is not None,
             beams=beams or [])
 
@@ -261,8 +262,7 @@ def _take_forced(s: Session, state: Any, rows: np.ndarray, forced: list[int], fe
     rows = np.concatenate(parts) if len(parts) > 1 else rows
     trace.extend(s.forced_records(len(trace), rows[: len(forced)], forced))
     tokens.extend(forced)
-    if s.params.fast_forward:
-        s.saved += len(forced)
+    s.forced += len(forced)
     if forced and s.on_token is not None:
         s.on_token(len(tokens))
     return state, rows[-1]

@@ -57,8 +57,11 @@ class GenerationResult:
     False: the output is then a valid *prefix*, not a valid document. ``value``
     is the parsed JSON for a JSON Schema grammar when the output is complete,
     else None. ``tokens`` are the generated ids without the final EOS.
-    ``forward_passes_saved`` counts the passes fast-forwarding forced tokens
-    avoided (one per forced token).
+    ``forced_tokens`` counts the tokens appended because the grammar forced
+    them (``Matcher.forced_tokens``); ``forward_passes_saved`` the passes
+    fast-forwarding them avoided (one per forced token). Trace steps marked
+    ``forced`` are those, plus any sampled step that had a single legal token.
+    With beams, the counts cover every beam.
     """
 
     text: str
