@@ -838,17 +838,24 @@ def test_malformed_schema_raises_grammar_error(schema, location):
         assert "line 1" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a malformed keyword is only read when its type is possible at that position, so "
-    "it is accepted silently elsewhere"))
-@pytest.mark.parametrize("schema", [
-    {"type": "integer", "minLength": -1},
-    {"type": "string", "minimum": "x"},
-    {"type": "null", "required": "a"},
+@pytest.mark.parametrize("schema, location", [
+    ({"type": "integer", "minLength": -1}, "#/minLength"),
+    ({"type": "string", "minimum": "x"}, "#/minimum"),
+    ({"type": "null", "required": "a"}, "#/required"),
+    ({"type": "null", "required": [1]}, "#/required"),
+    ({"type": "string", "maxItems": 1.5}, "#/maxItems"),
+    ({"type": "string", "multipleOf": 0}, "#/multipleOf"),
+    ({"not": {"minLength": "2"}}, "#/not/minLength"),
+    ({"type": "integer", "properties": {"a": {"pattern": 5}}}, "#/properties/a/pattern"),
+    ({"if": {"type": "string"}, "then": {"maxContains": -1}}, "#/then/maxContains"),
+    ({"type": "object", "dependentRequired": {"a": "b"}}, "#/dependentRequired/a"),
+    ({"type": "object", "dependentSchemas": {"a": 5}}, "#/dependentSchemas/a"),
 ])
-def test_malformed_keyword_of_an_excluded_type(schema):
-    with pytest.raises(GrammarError):
+def test_malformed_keyword_of_an_excluded_type(schema, location):
+    with pytest.raises(GrammarError) as info:
         Grammar.from_json_schema(schema)
+    assert not isinstance(info.value, UnsupportedFeature)
+    assert info.value.location.split()[0] == location
 
 
 def test_bad_pattern_property_has_pointer():

@@ -117,6 +117,7 @@ class _SchemaCompiler:
         self.anchors: dict[str, tuple[object, str, str]] = {}
         self.base_of: dict[int, str] = {}  # id(schema object with an $id) -> its base URI
         self._index(schema, self.root_base, "")
+        _check_document(schema, self.root_base)
         self.root = Member(self.root_base + "#", schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
 
@@ -406,6 +407,7 @@ class _SchemaCompiler:
     # ------------------------------------------------------------------ keywords
     def check_keywords(self, m: Member) -> None:
         s = m.schema
+        _check_values(m)
         for kw in s:
             if kw in HANDLED or kw in ANNOTATIONS:
                 continue
@@ -1131,6 +1133,68 @@ def _opened(x):
         elif k == "properties":
             out[k] = {name: _opened(e) for name, e in v.items()}
     return out
+
+
+COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+          "minContains", "maxContains")
+NUMBERS = ("minimum", "maximum", "multipleOf")
+SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
+SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
+
+
+def _check_values(m: Member) -> None:
+    """Malformed keyword values raise wherever they are, not only where their type is
+    possible (``{"type": "integer", "minLength": -1}`` is still a bad schema)."""
+    s = m.schema
+    for kw in COUNTS:
+        if kw in s:
+            _count(s[kw], m, kw)
+    for kw in NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
+        v = s.get(kw)
+        if kw in s and not _num(v) and not (isinstance(v, bool) and kw.startswith("excl")):
+            raise GrammarError(f"{kw} must be a number", _pointer(m, kw))
+    if "multipleOf" in s and s["multipleOf"] <= 0:
+        raise GrammarError("multipleOf must be > 0", _pointer(m, "multipleOf"))
+    if "required" in s and not (isinstance(s["required"], list) and all(
+            isinstance(k, str) for k in s["required"])):
+        raise GrammarError("required must be an array of strings", _pointer(m, "required"))
+    for kw in SCHEMA_MAPS:
+        if kw in s and not isinstance(s[kw], dict):
+            raise GrammarError(f"{kw} must be an object", _pointer(m, kw))
+    for kw in SCHEMA_LISTS:
+        if kw in s and not (isinstance(s[kw], list) and s[kw]):
+            raise GrammarError(f"{kw} must be a non-empty array", _pointer(m, kw))
+    if "prefixItems" in s and not isinstance(s["prefixItems"], list):
+        raise GrammarError("prefixItems must be an array", _pointer(m, "prefixItems"))
+    for kw in ("pattern", "format"):
+        if kw in s and not isinstance(s[kw], str):
+            raise GrammarError(f"{kw} must be a string", _pointer(m, kw))
+    if "enum" in s and not isinstance(s["enum"], list):
+        raise GrammarError("enum must be an array", _pointer(m, "enum"))
+    if "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
+        raise GrammarError("uniqueItems must be a boolean", _pointer(m, "uniqueItems"))
+
+
+SUBSCHEMA = ("additionalProperties", "additionalItems", "items", "contains", "not", "if", "then",
+             "else", "propertyNames", "unevaluatedProperties", "unevaluatedItems")
+
+
+def _check_document(schema, base: str) -> None:
+    """:func:`_check_values` at every schema position of the document, compiled or not."""
+    todo = [("", schema)]
+    while todo:
+        pointer, s = todo.pop()
+        if not isinstance(s, dict):
+            continue
+        _check_values(Member(base + "#" + pointer, s, base))
+        for kw, v in s.items():
+            at = f"{pointer}/{_escape(kw)}"
+            if kw in SUBSCHEMA and isinstance(v, dict):
+                todo.append((at, v))
+            elif kw in SCHEMA_MAPS + ("dependencies",) and isinstance(v, dict):
+                todo += [(f"{at}/{_escape(k)}", x) for k, x in v.items()]
+            elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
+                todo += [(f"{at}/{i}", x) for i, x in enumerate(v)]
 
 
 def _changes_base(schema) -> bool:
