@@ -223,7 +223,8 @@ def _add_generate(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="random seed for sampling (default: from the OS)")
     p.add_argument("--beams", type=_positive_int, default=1, metavar="K",
-                   help="beam search with K beams, one matcher each (default 1: off)")
+                   help="beam search with K beams, one matcher each; deterministic, so the "
+                        "sampling options and the penalty do not apply (default 1: off)")
     p.add_argument("--whitespace", type=_whitespace, default="compact",
                    metavar="compact|flexible|N",
                    help="JSON layout for --schema: compact, flexible (bounded runs) or an "

@@ -140,11 +140,9 @@ def _expand(s, parents: list[_Beam], chosen: list) -> list[_Beam]:
         last_use = uses[i] == 0
         matcher = parent.matcher
         state = parent.state
-        if not last_use:
+        if not last_use:  # the last child takes the parent's matcher and cache over
             matcher = matcher.fork() if matcher is not None else None
             state = s.decoder.fork(state)
-        elif matcher is not None:
-            matcher = matcher.fork()  # parents are never reused, but keep ownership simple
         (stats,) = step_stats(parent.logits[None], mask, [token], forced=False)
         trace = [*parent.trace, s.record(len(parent.trace), stats)]
         tokens = [*parent.tokens, token]
