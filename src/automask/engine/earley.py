@@ -72,53 +72,92 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
 
     Context-free FOLLOW sets over lexemes; used to drop tokens early (a token
     crossing a lexeme end must go on with a byte that can start what follows).
+    Sets are bitmasks (bit ``i``: lexeme ``i``; the top bit: the end of the
+    text), and the fixpoints revisit only productions whose inputs changed,
+    so large schema grammars stay cheap.
     """
     n_lex = len(grammar.lexemes)
-    nts = {p.lhs for p in grammar.productions}
-    nullable = {a: False for a in nts}
-    first: dict[str, set[int]] = {a: set() for a in nts}
-    changed = True
-    while changed:
-        changed = False
-        for p in grammar.productions:
-            all_null = True
-            for sym in p.rhs:
-                add = {sym} if isinstance(sym, int) else first[sym]
-                if not add <= first[p.lhs]:
-                    first[p.lhs] |= add
-                    changed = True
-                if isinstance(sym, int) or not nullable[sym]:
-                    all_null = False
-                    break
-            if all_null and not nullable[p.lhs]:
-                nullable[p.lhs] = changed = True
-    follow_nt: dict[str, set[int]] = {a: set() for a in nts}
-    follow: list[set[int]] = [set() for _ in range(n_lex)]
-    end = -1  # the end of the text
-    follow_nt[grammar.start].add(end)
-    changed = True
-    while changed:
-        changed = False
-        for p in grammar.productions:
-            trailer = set(follow_nt[p.lhs])
-            for sym in reversed(p.rhs):
-                target = follow[sym] if isinstance(sym, int) else follow_nt[sym]
-                if not trailer <= target:
-                    target |= trailer
-                    changed = True
-                if isinstance(sym, int):
-                    trailer = {sym}
-                elif nullable[sym]:
-                    trailer = trailer | first[sym]
-                else:
-                    trailer = set(first[sym])
-    out: list[set[int] | None] = [f - {end} for f in follow]
+    prods = [(p.lhs, p.rhs) for p in grammar.productions]
+    nts = {lhs for lhs, _ in prods}
+    nullable = dict.fromkeys(nts, False)
+    first = dict.fromkeys(nts, 0)
+    uses: dict[str, list[int]] = {a: [] for a in nts}  # productions with a in their rhs
+    by_lhs: dict[str, list[int]] = {a: [] for a in nts}
+    for k, (lhs, rhs) in enumerate(prods):
+        by_lhs[lhs].append(k)
+        for sym in rhs:
+            if isinstance(sym, str):
+                uses[sym].append(k)
+
+    def first_step(k: int) -> list[int]:
+        lhs, rhs = prods[k]
+        bits, all_null = 0, True
+        for sym in rhs:
+            if isinstance(sym, int):
+                bits, all_null = bits | 1 << sym, False
+                break
+            bits |= first[sym]
+            if not nullable[sym]:
+                all_null = False
+                break
+        if not (bits & ~first[lhs] or (all_null and not nullable[lhs])):
+            return []
+        first[lhs] |= bits
+        nullable[lhs] = nullable[lhs] or all_null
+        return uses[lhs]
+
+    _fixpoint(len(prods), first_step)
+    follow_nt = dict.fromkeys(nts, 0)
+    follow = [0] * n_lex
+    if grammar.start in follow_nt:
+        follow_nt[grammar.start] = 1 << n_lex  # the end of the text
+
+    def follow_step(k: int) -> list[int]:
+        lhs, rhs = prods[k]
+        trailer, dirty = follow_nt[lhs], []
+        for sym in reversed(rhs):
+            if isinstance(sym, int):
+                follow[sym] |= trailer
+                trailer = 1 << sym
+                continue
+            if trailer & ~follow_nt[sym]:
+                follow_nt[sym] |= trailer
+                dirty.extend(by_lhs[sym])
+            trailer = (trailer | first[sym]) if nullable[sym] else first[sym]
+        return dirty
+
+    _fixpoint(len(prods), follow_step)
+    out: list[set[int] | None] = [_bit_set(bits & ~(1 << n_lex)) for bits in follow]
     for lex in grammar.ignore:
         out[lex] = None  # ignored text may stand anywhere
     if grammar.ignore:
         for f in out:
             if f is not None:
                 f.update(grammar.ignore)
+    return out
+
+
+def _fixpoint(n: int, step) -> None:
+    """Run ``step(k)`` over 0..n-1, then again over whatever it marked dirty, until stable."""
+    dirty = bytearray(b"\1") * n
+    pending = n
+    while pending:
+        pending = 0
+        for k in range(n):
+            if dirty[k]:
+                dirty[k] = 0
+                for other in step(k):
+                    if not dirty[other]:
+                        dirty[other] = 1
+                        pending += 1
+
+
+def _bit_set(bits: int) -> set[int]:
+    out = set()
+    while bits:
+        low = bits & -bits
+        out.add(low.bit_length() - 1)
+        bits ^= low
     return out
 
 

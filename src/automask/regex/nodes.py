@@ -241,6 +241,10 @@ def is_live(node: Node) -> bool:
     known = _live.get(node.uid)
     if known is not None:
         return known
+    found = _live_by_parts(node)
+    if found is not None:
+        _live[node.uid] = found
+        return found
     seen = {node.uid}
     stack = [node]
     found = False
@@ -270,6 +274,35 @@ def is_live(node: Node) -> bool:
         for uid in seen:
             _live[uid] = False
     return found
+
+
+def _live_by_parts(node: Node) -> bool | None:
+    """Liveness from the parts, where the kind allows (None: search the automaton).
+
+    A concatenation is live when both parts are, an alternation when one is,
+    and an encoding under a code that spells every byte when its inner text
+    is (mid-word: when some byte still reachable has a live derivative).
+    Deciding these structurally keeps the bounded search for intersections
+    and complements, on the smaller inner nodes.
+    """
+    k = node.kind
+    if k == K_CONCAT:
+        while node.kind == K_CONCAT and not node.plain:  # along the spine, not recursively
+            if not is_live(node.a):
+                return False
+            node = node.b
+        return is_live(node)
+    if k == K_ALT:
+        return any(is_live(m) for m in node.items)
+    if k == K_REPEAT:
+        return node.lo == 0 or is_live(node.a)
+    if k == K_ENC:
+        code = _codes[node.lo]
+        if code.total:
+            if node.hi == 0:
+                return is_live(node.a)
+            return any(derive(node.a, s) is not EMPTY for s in code.below[node.hi])
+    return None
 
 
 def _raw_derive(node: Node, byte: int) -> Node:
@@ -489,6 +522,8 @@ class Code:
             for c in self.children[n].values():
                 acc |= self.below[c]
             self.below[n] = frozenset(acc)
+        #: every byte has a spelling, so an encoding matches something iff its inner node does
+        self.total = len(self.below[0]) == 256
         # Bytes spelled as themselves and nothing else behave like the inner node's classes.
         identity = 0
         for b, c in self.children[0].items():
