@@ -118,6 +118,11 @@ class _SchemaCompiler:
         self.base_of: dict[int, str] = {}  # id(schema object with an $id) -> its base URI
         self._index(schema, self.root_base, "")
         _check_document(schema, self.root_base)
+        # unevaluated* need to know which subschemas hold (annotations): then a lone
+        # `if` is distributed too, and anyOf over the subsets of its branches.
+        self.tracks = _mentions_unevaluated(schema)
+        self.positions: dict[str, Member] = {}  # uri -> the member as the schema has it
+        self._reach: dict[str, frozenset[str]] = {}
         self.root = Member(self.root_base + "#", schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
 
@@ -219,18 +224,21 @@ class _SchemaCompiler:
             if _changes_base(s):
                 m = Member(m.uri, s, self.rebase(m.base, s))
             out[m.uri] = m
+            self.positions.setdefault(m.uri, m)
+            children: list[Member] = []
             if "$ref" in s:
                 if not isinstance(s["$ref"], str):
                     raise GrammarError("$ref must be a string", _pointer(m, "$ref"))
-                todo.append(self.resolve(s["$ref"], m))
+                children.append(self.resolve(s["$ref"], m))
             if "~ref" in s:
-                todo.append(s["~ref"])
+                children.append(s["~ref"])
             all_of = s.get("allOf", [])
             if not isinstance(all_of, list) or (not all_of and "allOf" in s):
                 raise GrammarError("allOf must be a non-empty array", _pointer(m, "allOf"))
             for i, sub in enumerate(all_of):
-                todo.append(Member(f"{m.uri}/allOf/{i}", sub, m.base))
-            todo += self.conditionals(m)
+                children.append(Member(f"{m.uri}/allOf/{i}", sub, m.base))
+            # depth first: a member's subschemas come right after it (property order)
+            todo[:0] = children + self.conditionals(m)
         return list(out.values())
 
     def conditionals(self, m: Member) -> list[Member]:
@@ -247,7 +255,7 @@ class _SchemaCompiler:
             return {"~ref": Member(m.uri + "".join(f"/{_escape(str(p))}" for p in path),
                                    node, m.base)}
 
-        if "if" in s and ("then" in s or "else" in s):
+        if "if" in s and ("then" in s or "else" in s or self.tracks):
             yes = [ref("if")] + ([ref("then")] if "then" in s else [])
             no = [{"not": ref("if")}] + ([ref("else")] if "else" in s else [])
             out.append(Member(m.uri + "/~if", _opened({"anyOf": [{"allOf": yes},
@@ -328,6 +336,9 @@ class _SchemaCompiler:
                 rest = [_expanded(x) for x in members[:i] + members[i + 1:]]
                 rest.append(Member(m.uri + f"/~{kw}", _without(m.schema, kw), m.base))
                 subs = [Member(f"{m.uri}/{kw}/{j}", b, m.base) for j, b in enumerate(branches)]
+                if kw == "anyOf" and self.tracks and any(_pending(x) for x in members) and \
+                        len(subs) > 1:
+                    return self.any_of_subsets(rest, subs, m)
                 if kw == "oneOf" and not self.disjoint(subs):
                     # Exactly one: branch i holds and every other branch fails.
                     alternatives = [self.conj_ref(rest + [sub] + [
@@ -345,6 +356,87 @@ class _SchemaCompiler:
                 return Terminal(rx.EMPTY)
             return Choice(tuple(self.conj_ref(rest + b) for b in branches))
         return self.typed(members)
+
+    def any_of_subsets(self, rest: list[Member], subs: list[Member], m: Member) -> Expr:
+        """anyOf as the disjoint union over which branches hold (every valid branch
+        annotates, so ``unevaluated*`` sees exactly the ones that hold)."""
+        if len(subs) > 6:
+            self.unsupported("anyOf with more than 6 branches under unevaluated*", m, "anyOf")
+        alternatives = []
+        for mask in range(1, 1 << len(subs)):
+            chosen = [b if mask >> j & 1 else _negated(b) for j, b in enumerate(subs)]
+            alternatives.append(self.conj_ref(rest + chosen))
+        return Choice(tuple(alternatives))
+
+    def reach(self, m: Member) -> frozenset[str]:
+        """The positions applied in place from ``m``'s position (itself, allOf, anyOf,
+        oneOf, if/then/else, dependentSchemas, $ref; never through ``not``)."""
+        start = self.positions.get(_position(m.uri), m)
+        found = self._reach.get(start.uri)
+        if found is not None:
+            return found
+        out: set[str] = set()
+        todo = [start]
+        while todo:
+            x = todo.pop()
+            if x.uri in out:
+                continue
+            out.add(x.uri)
+            s = x.schema
+            if not isinstance(s, dict):
+                continue
+            if _changes_base(s):
+                x = Member(x.uri, s, self.rebase(x.base, s))
+            if isinstance(s.get("$ref"), str):
+                todo.append(self.resolve(s["$ref"], x))
+            for kw in ("allOf", "anyOf", "oneOf"):
+                todo += [Member(f"{x.uri}/{kw}/{i}", b, x.base)
+                         for i, b in enumerate(s.get(kw) or ())]
+            if "if" in s:
+                todo += [Member(f"{x.uri}/{kw}", s[kw], x.base) for kw in ("if", "then", "else")
+                         if kw in s]
+            for kw in ("dependentSchemas", "dependencies"):
+                for k, b in (s.get(kw) or {}).items():
+                    if isinstance(b, (dict, bool)):
+                        todo.append(Member(f"{x.uri}/{kw}/{_escape(k)}", b, x.base))
+        found = self._reach[start.uri] = frozenset(out)
+        return found
+
+    def evaluated(self, members: list[Member], kw: str) -> list[Member]:
+        """For each member with ``kw`` (unevaluatedProperties/Items): a member that holds
+        it as additionalProperties/items past what its in-place subschemas evaluate."""
+        out = []
+        for m in members:
+            u = m.schema.get(kw)
+            if kw not in m.schema or u is True:
+                continue
+            reach = self.reach(m)
+            mine = _position(m.uri)
+            helpers = [x for x in members if _position(x.uri) in reach]
+            u_ref = {"~ref": Member(f"{m.uri}/{kw}", u, m.base)}
+            if kw == "unevaluatedProperties":
+                if any("additionalProperties" in x.schema or not self.default_additional(
+                        x.schema) or (kw in x.schema and _position(x.uri) != mine)
+                        for x in helpers):
+                    continue  # every property is evaluated
+                names = {k: True for x in helpers for k in x.schema.get("properties") or {}}
+                patterns = {p: True for x in helpers
+                            for p in self.pattern_properties(x)}
+                schema = {"properties": names, "patternProperties": patterns,
+                          "additionalProperties": u_ref}
+            else:
+                if any(("items" in x.schema and not isinstance(x.schema["items"], list))
+                       or "additionalItems" in x.schema and isinstance(x.schema.get("items"),
+                                                                        list)
+                       or (kw in x.schema and _position(x.uri) != mine) for x in helpers):
+                    continue  # every item is evaluated
+                prefix = max((len(_prefix(x.schema)) for x in helpers), default=0)
+                contains = [{"~ref": Member(f"{x.uri}/contains", x.schema["contains"], x.base)}
+                            for x in helpers if "contains" in x.schema]
+                rest = {"anyOf": contains + [u_ref]} if contains else u_ref
+                schema = {"prefixItems": [True] * prefix, "items": rest}
+            out.append(Member(f"{m.uri}/~{kw}", _opened(schema), m.base))
+        return out
 
     def typed(self, members: list[Member]) -> Expr:
         types = set(TYPES)
@@ -411,10 +503,7 @@ class _SchemaCompiler:
         for kw in s:
             if kw in HANDLED or kw in ANNOTATIONS:
                 continue
-            if kw in ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
-                      "$recursiveRef"):
-                if kw in ("unevaluatedProperties", "unevaluatedItems") and s[kw] is True:
-                    continue
+            if kw in ("$dynamicRef", "$recursiveRef"):
                 self.unsupported(kw, m, kw)
         if s.get("uniqueItems") is True:
             self.unsupported("uniqueItems", m, "uniqueItems")
@@ -500,11 +589,12 @@ class _SchemaCompiler:
                 if any(r not in value for r in s.get("required", ())):
                     return False
                 if any(k in ("properties", "patternProperties", "additionalProperties",
-                             "minProperties", "maxProperties", "propertyNames") for k in s):
+                             "minProperties", "maxProperties", "propertyNames",
+                             "unevaluatedProperties") for k in s):
                     self.unsupported("object constraints on enumerated values", m, "enum")
             elif isinstance(value, list):
-                if any(k in ("items", "prefixItems", "minItems", "maxItems", "contains")
-                       for k in s):
+                if any(k in ("items", "prefixItems", "minItems", "maxItems", "contains",
+                             "unevaluatedItems") for k in s):
                     self.unsupported("array constraints on enumerated values", m, "enum")
         return True
 
@@ -628,6 +718,7 @@ class _SchemaCompiler:
 
     # ------------------------------------------------------------------ objects
     def object(self, members: list[Member]) -> Expr:
+        members = members + self.evaluated(members, "unevaluatedProperties")
         order: list[str] = []
         required: list[str] = []
         min_p, max_p = 0, None
@@ -834,6 +925,7 @@ class _SchemaCompiler:
 
     # ------------------------------------------------------------------ arrays
     def array(self, members: list[Member]) -> Expr:
+        members = members + self.evaluated(members, "unevaluatedItems")
         js = self.json
         min_i, max_i = 0, None
         prefix_len = 0
@@ -1195,6 +1287,36 @@ def _check_document(schema, base: str) -> None:
                 todo += [(f"{at}/{_escape(k)}", x) for k, x in v.items()]
             elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
                 todo += [(f"{at}/{i}", x) for i, x in enumerate(v)]
+
+
+def _mentions_unevaluated(schema) -> bool:
+    """Whether the document has an ``unevaluated*`` keyword other than ``true``."""
+    todo = [schema]
+    while todo:
+        s = todo.pop()
+        if isinstance(s, dict):
+            for k, v in s.items():
+                if k in ("unevaluatedProperties", "unevaluatedItems") and v is not True:
+                    return True
+                if k not in ("enum", "const", "default", "examples"):
+                    todo.append(v)
+        elif isinstance(s, list):
+            todo += s
+    return False
+
+
+def _pending(m: Member) -> bool:
+    return any(k in m.schema and m.schema[k] is not True
+               for k in ("unevaluatedProperties", "unevaluatedItems"))
+
+
+REST_SUFFIX = re.compile(r"(/~|/~anyOf|/~oneOf|/~not)+$")
+
+
+def _position(uri: str) -> str:
+    """The schema position of a member: rest variants (a member less the keywords that
+    were distributed or expanded) stand for the member itself."""
+    return REST_SUFFIX.sub("", uri)
 
 
 def _changes_base(schema) -> bool:
