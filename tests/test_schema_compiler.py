@@ -565,6 +565,13 @@ CASES = [
      {"type": "object", "properties": {"a": {}},
       "dependentSchemas": {"a": {"properties": {"b": {}}}}, "unevaluatedProperties": False},
      [{"a": 1, "b": 2}, {"b": 2}, {"a": 1}, {}], D2020),
+    ("unevaluatedProperties-failed-branch-ref",  # X holds, but not through P's anyOf/0
+     {"type": "object", "allOf": [{"$ref": "#/$defs/P"}, {"$ref": "#/$defs/X"}],
+      "$defs": {"P": {"unevaluatedProperties": False,
+                      "anyOf": [{"$ref": "#/$defs/X", "required": ["z"],
+                                 "properties": {"z": {}}}, True]},
+                "X": {"properties": {"q": {}}}}},
+     [{"q": 1}, {"q": 1, "z": 2}, {}, {"z": 1}], D2020),
     ("unevaluatedProperties-recursive",
      {"type": "object", "properties": {"x": {"$ref": "#"}}, "unevaluatedProperties": False},
      [{}, {"x": {}}, {"x": {"x": {}}}, {"y": 1}, {"x": {"y": 1}}], D2020),

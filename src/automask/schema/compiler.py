@@ -122,7 +122,6 @@ class _SchemaCompiler:
         # `if` is distributed too, and anyOf over the subsets of its branches.
         self.tracks = _mentions_unevaluated(schema)
         self.positions: dict[str, Member] = {}  # uri -> the member as the schema has it
-        self._reach: dict[str, frozenset[str]] = {}
         self.root = Member(self.root_base + "#", schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
 
@@ -368,15 +367,14 @@ class _SchemaCompiler:
             alternatives.append(self.conj_ref(rest + chosen))
         return Choice(tuple(alternatives))
 
-    def reach(self, m: Member) -> frozenset[str]:
-        """The positions applied in place from ``m``'s position (itself, allOf, anyOf,
-        oneOf, if/then/else, dependentSchemas, $ref; never through ``not``)."""
-        start = self.positions.get(_position(m.uri), m)
-        found = self._reach.get(start.uri)
-        if found is not None:
-            return found
+    def annotators(self, m: Member, members: list[Member]) -> set[str]:
+        """The positions whose annotations ``m``'s unevaluated* sees: reached from ``m``
+        in place (allOf, anyOf, oneOf, if/then/else, dependentSchemas, $ref; never
+        through ``not``) through positions that all hold here, i.e. are ``members``."""
+        present = {_position(x.uri) for x in members}
+        start = _position(m.uri)
         out: set[str] = set()
-        todo = [start]
+        todo = [self.positions.get(start, m)]
         while todo:
             x = todo.pop()
             if x.uri in out:
@@ -387,20 +385,21 @@ class _SchemaCompiler:
                 continue
             if _changes_base(s):
                 x = Member(x.uri, s, self.rebase(x.base, s))
+            children = []
             if isinstance(s.get("$ref"), str):
-                todo.append(self.resolve(s["$ref"], x))
+                children.append(self.resolve(s["$ref"], x))
             for kw in ("allOf", "anyOf", "oneOf"):
-                todo += [Member(f"{x.uri}/{kw}/{i}", b, x.base)
-                         for i, b in enumerate(s.get(kw) or ())]
+                children += [Member(f"{x.uri}/{kw}/{i}", b, x.base)
+                             for i, b in enumerate(s.get(kw) or ())]
             if "if" in s:
-                todo += [Member(f"{x.uri}/{kw}", s[kw], x.base) for kw in ("if", "then", "else")
-                         if kw in s]
+                children += [Member(f"{x.uri}/{kw}", s[kw], x.base)
+                             for kw in ("if", "then", "else") if kw in s]
             for kw in ("dependentSchemas", "dependencies"):
                 for k, b in (s.get(kw) or {}).items():
                     if isinstance(b, (dict, bool)):
-                        todo.append(Member(f"{x.uri}/{kw}/{_escape(k)}", b, x.base))
-        found = self._reach[start.uri] = frozenset(out)
-        return found
+                        children.append(Member(f"{x.uri}/{kw}/{_escape(k)}", b, x.base))
+            todo += [self.positions.get(c.uri, c) for c in children if c.uri in present]
+        return out
 
     def evaluated(self, members: list[Member], kw: str) -> list[Member]:
         """For each member with ``kw`` (unevaluatedProperties/Items): a member that holds
@@ -410,7 +409,7 @@ class _SchemaCompiler:
             u = m.schema.get(kw)
             if kw not in m.schema or u is True:
                 continue
-            reach = self.reach(m)
+            reach = self.annotators(m, members)
             mine = _position(m.uri)
             helpers = [x for x in members if _position(x.uri) in reach]
             u_ref = {"~ref": Member(f"{m.uri}/{kw}", u, m.base)}
