@@ -629,6 +629,12 @@ CASES = [
       "$defs": {"big": {"$anchor": "big", "maximum": 10},
                 "small": {"$id": "https://example.com/b/", "$anchor": "big", "maximum": 2}}},
      [1, 5, 11], D2020),
+    ("ref-id-in-unknown-keyword",  # an $id inside an unknown keyword identifies nothing
+     {"$defs": {"odd": {"not": {"array_of_schemas": [
+         {"$id": "https://example.com/u/my.json", "type": "null"}]}},
+         "real": {"$id": "https://example.com/u/my.json", "type": "string"}},
+      "$ref": "https://example.com/u/my.json"},
+     ["a", None, 1], D2020),
     ("ref-chain",
      {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/c"},
                 "c": {"type": "boolean"}}, "$ref": "#/$defs/a"},

@@ -143,13 +143,9 @@ class _SchemaCompiler:
                     self.anchors[base + "#" + name] = (schema, base, pointer)
             if base not in self.docs:
                 self.docs[base] = schema
-            for k, v in schema.items():
-                if k in ("enum", "const", "default", "examples"):
-                    continue
-                self._index(v, base, f"{pointer}/{_escape(k)}")
-        elif isinstance(schema, list):
-            for i, v in enumerate(schema):
-                self._index(v, base, f"{pointer}/{i}")
+            # Only subschemas: an "$id" inside an unknown keyword identifies nothing.
+            for at, sub in _subschemas(schema, pointer):
+                self._index(sub, base, at)
 
     def resolve(self, ref: str, member: Member) -> Member:
         target = _join(member.base, ref)
@@ -1270,22 +1266,28 @@ SUBSCHEMA = ("additionalProperties", "additionalItems", "items", "contains", "no
              "else", "propertyNames", "unevaluatedProperties", "unevaluatedItems")
 
 
+def _subschemas(s: dict, pointer: str) -> list[tuple[str, dict]]:
+    """The (pointer, schema object) pairs directly below ``s`` in known keywords."""
+    out = []
+    for kw, v in s.items():
+        at = f"{pointer}/{_escape(kw)}"
+        if kw in SUBSCHEMA and isinstance(v, dict):
+            out.append((at, v))
+        elif kw in SCHEMA_MAPS + ("dependencies",) and isinstance(v, dict):
+            out += [(f"{at}/{_escape(k)}", x) for k, x in v.items() if isinstance(x, dict)]
+        elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
+            out += [(f"{at}/{i}", x) for i, x in enumerate(v) if isinstance(x, dict)]
+    return out
+
+
 def _check_document(schema, base: str) -> None:
     """:func:`_check_values` at every schema position of the document, compiled or not."""
     todo = [("", schema)]
     while todo:
         pointer, s = todo.pop()
-        if not isinstance(s, dict):
-            continue
-        _check_values(Member(base + "#" + pointer, s, base))
-        for kw, v in s.items():
-            at = f"{pointer}/{_escape(kw)}"
-            if kw in SUBSCHEMA and isinstance(v, dict):
-                todo.append((at, v))
-            elif kw in SCHEMA_MAPS + ("dependencies",) and isinstance(v, dict):
-                todo += [(f"{at}/{_escape(k)}", x) for k, x in v.items()]
-            elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
-                todo += [(f"{at}/{i}", x) for i, x in enumerate(v)]
+        if isinstance(s, dict):
+            _check_values(Member(base + "#" + pointer, s, base))
+            todo += _subschemas(s, pointer)
 
 
 def _mentions_unevaluated(schema) -> bool:
