@@ -18,7 +18,7 @@ import pytest
 import automask
 from automask import Grammar, Matcher, Vocabulary
 from automask.generation import CallableLM, GenerationParams, generate
-from automask.generation.loop import Session
+from automask.generation.session import Session
 
 jsonschema = pytest.importorskip("jsonschema")
 

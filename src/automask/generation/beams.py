@@ -35,6 +35,7 @@ from automask.generation.results import (
     GenerationResult,
     StepRecord,
 )
+from automask.generation.session import Session
 from automask.sampling import legal_log_probs, step_stats
 
 
@@ -49,26 +50,20 @@ class _Beam:
     reason: str = ""
 
 
-def _normalised(session, beam: _Beam) -> float:
+def _normalised(session: Session, beam: _Beam) -> float:
     if session.params.length_normalize:
         return beam.score / max(1, len(beam.tokens))
     return beam.score
 
 
-def beam_search(s, started: float) -> GenerationResult:
-    """Beam search over ``s`` (a :class:`~automask.generation.loop.Session`)."""
-    from automask.generation.loop import _check_width, _take_forced
-
+def beam_search(s: Session, started: float) -> GenerationResult:
+    """Beam search over ``s`` (see the module docstring)."""
     p = s.params
     width_beams = p.num_beams
     matcher = s.matcher()
     tokens: list[int] = []
     trace: list[StepRecord] = []
-    forced = s.forced_after(matcher, p.max_tokens)
-    now = forced if p.fast_forward else []
-    state, rows = s.decoder.start(s.prompt + now, keep=len(now) + 1)
-    _check_width(s, rows)
-    state, logits = _take_forced(s, state, rows, forced, now, tokens, trace)
+    state, logits = s.begin(matcher, tokens, trace)
     live = [_Beam(tokens, matcher, state, logits, 0.0, trace)]
     done: list[_Beam] = []
     bitmask = allocate_bitmask(1, s.width)
@@ -117,7 +112,7 @@ def beam_search(s, started: float) -> GenerationResult:
     return _result(s, done, live, started)
 
 
-def _finish_eos(s, beam: _Beam, token: int, score: float, mask) -> _Beam:
+def _finish_eos(s: Session, beam: _Beam, token: int, score: float, mask) -> _Beam:
     """A finished copy of ``beam`` ending with EOS (the EOS is traced, not in the tokens)."""
     (stats,) = step_stats(beam.logits[None], mask, [token], forced=False)
     matcher = beam.matcher.fork() if beam.matcher is not None else None
@@ -127,10 +122,8 @@ def _finish_eos(s, beam: _Beam, token: int, score: float, mask) -> _Beam:
     return _Beam(list(beam.tokens), matcher, None, None, score, trace, FINISH_STOP)
 
 
-def _expand(s, parents: list[_Beam], chosen: list) -> list[_Beam]:
+def _expand(s: Session, parents: list[_Beam], chosen: list) -> list[_Beam]:
     """The new live beams: each chosen (parent, token), with forced tokens fast-forwarded."""
-    from automask.generation.loop import _take_forced
-
     p = s.params
     uses = [sum(1 for c in chosen if c[1] == i) for i in range(len(parents))]
     out = []
@@ -153,17 +146,14 @@ def _expand(s, parents: list[_Beam], chosen: list) -> list[_Beam]:
         if not forced and (len(tokens) >= p.max_tokens or s.only_eos_left(matcher)):
             out.append(beam)  # decided at the next round; its logits are never read
             continue
-        now = forced if p.fast_forward else []
-        state, rows = s.decoder.extend(state, [token, *now])
-        beam.state, beam.logits = _take_forced(s, state, rows, forced, now, beam.tokens,
-                                               beam.trace)
+        beam.state, beam.logits = s.advance(state, token, forced, beam.tokens, beam.trace)
         out.append(beam)
     if s.on_token is not None and out:
         s.on_token(max(len(b.tokens) for b in out))
     return out
 
 
-def _result(s, done: list[_Beam], live: list[_Beam], started: float) -> GenerationResult:
+def _result(s: Session, done: list[_Beam], live: list[_Beam], started: float) -> GenerationResult:
     finished = [b for b in done if b.reason == FINISH_STOP]
     rest = [b for b in done if b.reason != FINISH_STOP] + [
         _Beam(b.tokens, b.matcher, None, None, b.score, b.trace, FINISH_LENGTH) for b in live]
