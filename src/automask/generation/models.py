@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -133,12 +134,12 @@ def load_tokenizer(folder: str, gguf_file: str | None = None) -> Any:
                 pass
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
     if cached is not None:
+        tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
         try:
-            tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
             tokenizer.save_pretrained(str(tmp))
             os.replace(tmp, cached)
         except OSError:  # read-only home, a concurrent writer: caching is optional
-            pass
+            shutil.rmtree(tmp, ignore_errors=True)
     return tokenizer
 
 
