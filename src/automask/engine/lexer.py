@@ -42,6 +42,7 @@ class LexerDFA:
         self.known = np.zeros(cap, dtype=bool)
         self.accepting = np.zeros(cap, dtype=bool)
         self._start_cache: dict[tuple[int, ...], int] = {}
+        self._split: dict[int, tuple[int, ...]] = {}
         dead = self._intern(())
         assert dead == DEAD
         self.rows[DEAD] = [DEAD] * 256
@@ -91,6 +92,15 @@ class LexerDFA:
             sid = self._intern(tuple((lex, self.lexemes[lex]) for lex in lexeme_ids))
             self._start_cache[lexeme_ids] = sid
         return sid
+
+    def split(self, sid: int) -> tuple[int, ...]:
+        """The one-lexeme states whose union is ``sid`` (``(sid,)`` when it has one)."""
+        found = self._split.get(sid)
+        if found is None:
+            members = self.members[sid]
+            found = (sid,) if len(members) <= 1 else tuple(self._intern((m,)) for m in members)
+            self._split[sid] = found
+        return found
 
     def row(self, sid: int) -> list[int]:
         """The 256 successor states of ``sid`` (materialized on first use)."""

@@ -146,7 +146,8 @@ class MaskComputer:
             return found
         dense: list[np.ndarray] = []
         crossing_rows: list[np.ndarray] = []
-        for origin, ls in config.threads:
+        split = self.runtime.lexer.split
+        for origin, ls in _threads(config, split):
             part, crossing = self.root_scan(ls)
             if part.dtype == np.int32:
                 crossing_rows.append(part)
@@ -178,7 +179,7 @@ class MaskComputer:
         if found is not None:
             return found
         result = np.zeros(tokens.n, dtype=bool)
-        for origin, ls in config.threads:
+        for origin, ls in _threads(config, self.runtime.lexer.split):
             inside, crossing = self.sub_scan(tokens, ls)
             result |= inside
             for state, child in crossing:
@@ -187,6 +188,17 @@ class MaskComputer:
                     result[child.parent_rows[allowed]] = True
         self._sub.put(key, result, result.nbytes + 150)
         return result
+
+
+def _threads(config: Config, split) -> list:
+    """The config's threads with each lexer state split into one state per lexeme.
+
+    A token's path through a lexer state follows one lexeme at a time, so
+    the mask is the union over the members; one-lexeme states recur far more
+    often than their unions (the key of an object next to "any other key"),
+    so their scans are shared instead of redone for every union.
+    """
+    return [(origin, one) for origin, ls in config.threads for one in split(ls)]
 
 
 def _scan_cost(inside, crossing) -> int:

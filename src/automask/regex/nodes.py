@@ -241,39 +241,47 @@ def is_live(node: Node) -> bool:
     known = _live.get(node.uid)
     if known is not None:
         return known
-    found = _live_by_parts(node)
+    found = True if node.nullable else _live_by_parts(node)
     if found is not None:
         _live[node.uid] = found
         return found
+    # Depth first, one derivative at a time (ASCII classes first: text ends
+    # sooner through them), so a live node usually costs a path, not a tree.
     seen = {node.uid}
-    stack = [node]
+    stack = [(node, iter(_search_order(node)))]
     found = False
-    while stack and not found:
-        n = stack.pop()
-        if n.nullable:
+    while stack:
+        n, runs = stack[-1]
+        lo = next(runs, None)
+        if lo is None:
+            stack.pop()
+            continue
+        d = _raw_derive(n, lo)
+        if d is EMPTY or d.uid in seen:
+            continue
+        if d.nullable or d.plain or _live.get(d.uid):
             found = True
             break
-        for lo, _ in class_runs(class_starts(n)):
-            d = _raw_derive(n, lo)
-            if d is EMPTY or d.uid in seen:
-                continue
-            if d.plain or _live.get(d.uid):
-                found = True
-                break
-            if len(seen) >= MAX_LIVENESS_STATES:
-                from automask.errors import LimitExceeded
+        if len(seen) >= MAX_LIVENESS_STATES:
+            from automask.errors import LimitExceeded
 
-                raise LimitExceeded(
-                    f"cannot decide whether an intersection/complement matches anything within "
-                    f"{MAX_LIVENESS_STATES} states")
-            seen.add(d.uid)
-            stack.append(d)
+            raise LimitExceeded(
+                f"cannot decide whether an intersection/complement matches anything within "
+                f"{MAX_LIVENESS_STATES} states")
+        seen.add(d.uid)
+        stack.append((d, iter(_search_order(d))))
     if found:
         _live[node.uid] = True
     else:
         for uid in seen:
             _live[uid] = False
     return found
+
+
+def _search_order(node: Node) -> list[int]:
+    """The first byte of each derivative class, ASCII classes first."""
+    firsts = [lo for lo, _ in class_runs(class_starts(node))]
+    return [b for b in firsts if b < 0x80] + [b for b in firsts if b >= 0x80]
 
 
 def _live_by_parts(node: Node) -> bool | None:
@@ -410,9 +418,17 @@ def class_starts(node: Node) -> int:
 
 def class_runs(starts: int) -> list[tuple[int, int]]:
     """Turn a class-start bitmask into ``(first, last)`` byte runs covering 0..255."""
-    firsts = [i for i in range(256) if (starts >> i) & 1]
-    return [(f, (firsts[j + 1] - 1) if j + 1 < len(firsts) else 255)
-            for j, f in enumerate(firsts)]
+    runs = _runs_cache.get(starts)
+    if runs is None:
+        firsts = [i for i in range(256) if (starts >> i) & 1]
+        runs = [(f, (firsts[j + 1] - 1) if j + 1 < len(firsts) else 255)
+                for j, f in enumerate(firsts)]
+        if len(_runs_cache) < 100_000:
+            _runs_cache[starts] = runs
+    return runs
+
+
+_runs_cache: dict[int, list[tuple[int, int]]] = {}
 
 
 def matches(node: Node, data: bytes) -> bool:
