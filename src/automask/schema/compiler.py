@@ -182,7 +182,10 @@ class _SchemaCompiler:
     # ------------------------------------------------------------------ driver
     def run(self) -> Grammar:
         self.rules["root"] = Seq((self.json.ws(), self.conj_ref([self.root]), self.json.ws()))
-        return lower(self.rules, "root", source="json-schema")
+        # Lexemes stay JSON-token sized (keys, strings, numbers, punctuation), not
+        # fused into one regex per object: a lexer state inside a string or a key
+        # then recurs across positions and schemas, so its token scan is shared.
+        return lower(self.rules, "root", fuse=False, source="json-schema")
 
     def conj_ref(self, members: list[Member]) -> Expr:
         """A rule for the conjunction of ``members`` (memoized; recursion-safe)."""
@@ -972,7 +975,7 @@ class _SchemaCompiler:
 
         def tail(i: int, first: bool) -> Expr:
             if max_i is not None and i >= max_i:
-                return Terminal(rx.EPS)
+                return Terminal(rx.EPS if i >= min_i else rx.EMPTY)
             if i < prefix_len:
                 item = at(i)
                 if item is None:
