@@ -176,6 +176,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None,
         out.write(json.dumps(_finite(payload), ensure_ascii=False) + "\n")
         return 0
     out.write(result.text + "\n")
+    out.flush()  # the output before the report on stderr, in a shared terminal
     out.flush()
     if args.trace:
         err.write(trace_table(result) + "\n")
