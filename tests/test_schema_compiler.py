@@ -825,6 +825,8 @@ UNSUPPORTED = [
     ({"type": "array", "contains": {"not": {"prefixItems": [True], "items": {"type": "string"}}}},
      "items", "#/contains/not/items"),
     ({"$ref": "https://example.com/other.json"}, "$ref", "#"),
+    ({"type": "array", "items": {"not": {"oneOf": [{"const": [1]}, {"type": "integer"}]}}},
+     "const", "#/items/not/oneOf/0/const"),
 ]
 
 
@@ -961,6 +963,8 @@ EMPTY = [
     {"type": "object", "maxProperties": 1, "required": ["a", "b"]},
     {"type": "array", "items": False, "minItems": 1},
     {"type": "array", "minItems": 3, "maxItems": 2},
+    {"type": "array", "minItems": 2, "maxItems": 0},
+    {"type": "array", "prefixItems": [{}, {}], "minItems": 3, "maxItems": 1},
     {"type": "string", "pattern": "^a$", "minLength": 2},
     {"type": "string", "format": "date", "maxLength": 5},
     {"const": "a", "not": {"const": "a"}},

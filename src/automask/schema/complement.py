@@ -53,10 +53,13 @@ def complement(schema, sub: Sub) -> list[dict | bool]:
     out: list[dict | bool] = []
     if "type" in s:
         out.append({"not": {"type": s["type"]}})
-    if "enum" in s:
-        out.append({"not": {"enum": s["enum"]}})
-    if "const" in s:
-        out.append({"not": {"const": s["const"]}})
+    for kw in ("enum", "const"):
+        if kw not in s:
+            continue
+        values = s[kw] if kw == "enum" and isinstance(s[kw], list) else [s[kw]]
+        if any(isinstance(v, (dict, list)) for v in values):
+            raise Inexpressible(kw)  # only scalar values are excluded exactly
+        out.append({"not": {kw: s[kw]}})
     out += _strings(s)
     out += _numbers(s)
     out += _objects(s, sub)
