@@ -540,16 +540,14 @@ class _SchemaCompiler:
         values = None
         for m in members:
             s = m.schema
-            if "const" in s:
-                cand = [s["const"]]
-            elif "enum" in s:
-                if not isinstance(s["enum"], list):
-                    raise GrammarError("enum must be an array", _pointer(m, "enum"))
-                cand = list(s["enum"])
-            else:
-                continue
-            values = cand if values is None else [v for v in values if any(
-                _json_equal(v, c) for c in cand)]
+            if "enum" in s and not isinstance(s["enum"], list):
+                raise GrammarError("enum must be an array", _pointer(m, "enum"))
+            # const and enum side by side both hold
+            for cand in ([s["const"]] if "const" in s else None,
+                         list(s["enum"]) if "enum" in s else None):
+                if cand is not None:
+                    values = cand if values is None else [v for v in values if any(
+                        _json_equal(v, c) for c in cand)]
         if values is None:
             return None
         unique: list = []
@@ -564,9 +562,7 @@ class _SchemaCompiler:
             s = m.schema
             n = s.get("not")
             if isinstance(n, dict):
-                if "const" in n and _json_equal(value, n["const"]):
-                    return False
-                if "enum" in n and any(_json_equal(value, c) for c in n["enum"]):
+                if any(_json_equal(value, c) for c in _excluded(n)):
                     return False
             if isinstance(value, str):
                 node = self.string_constraints([m])
@@ -626,8 +622,7 @@ class _SchemaCompiler:
                 parts.append(rx.complement(inner))
             n = s.get("not")
             if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
-                excluded = [v for v in (n.get("enum") or []) + (
-                    [n["const"]] if "const" in n else []) if isinstance(v, str)]
+                excluded = [v for v in _excluded(n) if isinstance(v, str)]
                 if excluded:
                     parts.append(rx.complement(rx.alt_of(
                         rx.literal(v.encode("utf-8")) for v in excluded)))
@@ -1117,10 +1112,11 @@ class _SchemaCompiler:
 
 def _excluded(n: dict) -> list:
     """The values a ``not: {enum/const}`` excludes."""
-    values = list(n.get("enum") or [])
-    if "const" in n:
-        values.append(n["const"])
-    return values
+    values = list(n.get("enum") or []) if "enum" in n else None
+    if "const" in n:  # with both, only values in both are excluded
+        values = [n["const"]] if values is None else [
+            v for v in values if _json_equal(v, n["const"])]
+    return values or []
 
 
 def _sigs_disjoint(a, b) -> bool:
