@@ -639,6 +639,17 @@ CASES = [
          "real": {"$id": "https://example.com/u/my.json", "type": "string"}},
       "$ref": "https://example.com/u/my.json"},
      ["a", None, 1], D2020),
+    ("dynamicRef-single-anchor",  # one declaration: the dynamic scope cannot pick another
+     {"$id": "https://example.com/list", "type": "array",
+      "items": {"$dynamicRef": "#items"},
+      "$defs": {"foo": {"$dynamicAnchor": "items", "type": "string"}}},
+     [[], ["a", "b"], ["a", 1]], D2020),
+    ("dynamicRef-to-plain-anchor",
+     {"type": "array", "items": {"$dynamicRef": "#it"},
+      "$defs": {"it": {"$anchor": "it", "type": "integer"},
+                "a": {"$dynamicAnchor": "it", "$id": "https://example.com/a"},
+                "b": {"$dynamicAnchor": "it", "$id": "https://example.com/b"}}},
+     [[1], ["a"]], D2020),
     ("ref-chain",
      {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/c"},
                 "c": {"type": "boolean"}}, "$ref": "#/$defs/a"},
@@ -831,6 +842,10 @@ UNSUPPORTED = [
     ({"$ref": "https://example.com/other.json"}, "$ref", "#"),
     ({"type": "array", "items": {"not": {"oneOf": [{"const": [1]}, {"type": "integer"}]}}},
      "const", "#/items/not/oneOf/0/const"),
+    ({"type": "array", "items": {"$dynamicRef": "#it"},
+      "$defs": {"a": {"$dynamicAnchor": "it", "type": "integer"},
+                "b": {"$id": "https://example.com/b", "$dynamicAnchor": "it"}}},
+     "$dynamicRef", "#/items/$dynamicRef"),
 ]
 
 

@@ -59,7 +59,7 @@ HANDLED = frozenset({
     "minContains", "maxContains", "uniqueItems",
     "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
     # internal keywords of the schemas the compiler writes itself (see complement.py)
-    "~ref", "~notString",
+    "~ref", "~notString", "$dynamicRef",
 })
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
@@ -116,6 +116,7 @@ class _SchemaCompiler:
         self.docs: dict[str, object] = {}       # base URI -> schema
         self.anchors: dict[str, tuple[object, str, str]] = {}
         self.base_of: dict[int, str] = {}  # id(schema object with an $id) -> its base URI
+        self.dynamic: dict[str, int] = {}  # $dynamicAnchor name -> how many declare it
         self._index(schema, self.root_base, "")
         _check_document(schema, self.root_base)
         # unevaluated* need to know which subschemas hold (annotations): then a lone
@@ -134,7 +135,10 @@ class _SchemaCompiler:
                 base = urldefrag(_join(base, schema["$id"]))[0]
                 self.docs.setdefault(base, schema)
                 self.base_of[id(schema)] = base
-            names = [schema.get("$anchor")]
+            names = [schema.get("$anchor"), schema.get("$dynamicAnchor")]
+            if isinstance(schema.get("$dynamicAnchor"), str):
+                self.dynamic[schema["$dynamicAnchor"]] = \
+                    self.dynamic.get(schema["$dynamicAnchor"], 0) + 1
             # draft-06/07 "$id": "#name" and draft-04 "id": "#name" are plain-name anchors
             names += [schema[k][1:] for k in ("$id", "id") if isinstance(schema.get(k), str)
                       and schema[k].startswith("#") and len(schema[k]) > 1]
@@ -172,6 +176,21 @@ class _SchemaCompiler:
             if _changes_base(node):
                 base = self.rebase(base, node)
         return Member(doc_uri + "#" + fragment, node, base)
+
+    def dynamic_target(self, m: Member) -> Member:
+        """Where ``$dynamicRef`` goes: its static target, which is exact unless that
+        target's ``$dynamicAnchor`` is declared more than once (then the dynamic scope
+        would choose, which is not supported)."""
+        ref = m.schema["$dynamicRef"]
+        if not isinstance(ref, str):
+            raise GrammarError("$dynamicRef must be a string", _pointer(m, "$dynamicRef"))
+        target = self.resolve(ref, m)
+        name = ref.rsplit("#", 1)[-1] if "#" in ref else ""
+        if name and not name.startswith("/") and isinstance(target.schema, dict) and \
+                target.schema.get("$dynamicAnchor") == name and self.dynamic.get(name, 0) > 1:
+            self.unsupported("$dynamicRef to a $dynamicAnchor declared several times", m,
+                             "$dynamicRef")
+        return target
 
     def rebase(self, base: str, schema: dict) -> str:
         """The base URI inside ``schema`` (which has an ``$id``) when reached from ``base``:
@@ -228,6 +247,8 @@ class _SchemaCompiler:
                 if not isinstance(s["$ref"], str):
                     raise GrammarError("$ref must be a string", _pointer(m, "$ref"))
                 children.append(self.resolve(s["$ref"], m))
+            if "$dynamicRef" in s:
+                children.append(self.dynamic_target(m))
             if "~ref" in s:
                 children.append(s["~ref"])
             all_of = s.get("allOf", [])
@@ -387,6 +408,8 @@ class _SchemaCompiler:
             children = []
             if isinstance(s.get("$ref"), str):
                 children.append(self.resolve(s["$ref"], x))
+            if isinstance(s.get("$dynamicRef"), str):
+                children.append(self.dynamic_target(x))
             for kw in ("allOf", "anyOf", "oneOf"):
                 children += [Member(f"{x.uri}/{kw}/{i}", b, x.base)
                              for i, b in enumerate(s.get(kw) or ())]
@@ -501,7 +524,7 @@ class _SchemaCompiler:
         for kw in s:
             if kw in HANDLED or kw in ANNOTATIONS:
                 continue
-            if kw in ("$dynamicRef", "$recursiveRef"):
+            if kw == "$recursiveRef":
                 self.unsupported(kw, m, kw)
         if s.get("uniqueItems") is True:
             self.unsupported("uniqueItems", m, "uniqueItems")

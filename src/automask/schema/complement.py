@@ -28,7 +28,7 @@ from collections.abc import Callable
 STRING_KEYWORDS = ("minLength", "maxLength", "pattern")
 NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # Keywords that expansion follows (their complement is that of what they bring in).
-EXPANDED = ("$ref", "allOf", "~ref", "if", "then", "else", "dependentRequired",
+EXPANDED = ("$ref", "$dynamicRef", "allOf", "~ref", "if", "then", "else", "dependentRequired",
             "dependentSchemas", "dependencies")
 
 Sub = Callable[..., dict]
@@ -65,7 +65,7 @@ def complement(schema, sub: Sub) -> list[dict | bool]:
     out += _objects(s, sub)
     out += _arrays(s, sub)
     out += _combinators(s, sub)
-    for kw in ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"):
+    for kw in ("unevaluatedProperties", "unevaluatedItems", "$recursiveRef"):
         if kw in s and s[kw] is not True:
             raise Inexpressible(kw)
     return out
