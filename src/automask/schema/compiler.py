@@ -979,17 +979,20 @@ class _SchemaCompiler:
                 return None
             return self.conj_ref(subs) if subs else js.any_value()
 
-        if contains:
-            if len(contains) > 1:
-                self.unsupported("several contains at one position", contains[1], "contains")
-            m = contains[0]
+        counts = []
+        for m in contains:
             lo = _count(m.schema.get("minContains", 1), m, "minContains")
             hi = None
             if "maxContains" in m.schema:
                 hi = _count(m.schema["maxContains"], m, "maxContains")
             if lo or hi is not None:
-                return self.counted_array(members, m, lo, hi, min_i, max_i, prefix_len,
-                                          at_members)
+                counts.append((m, lo, hi))
+        if len(counts) == 1:
+            m, lo, hi = counts[0]
+            return self.counted_array(members, m, lo, hi, min_i, max_i, prefix_len,
+                                      at_members)
+        if counts:
+            return self.multi_counted_array(counts, min_i, max_i, prefix_len, at_members)
 
         def tail(i: int, first: bool) -> Expr:
             if max_i is not None and i >= max_i:
@@ -1011,6 +1014,68 @@ class _SchemaCompiler:
             return _repeat_with_sep(item, js.item_sep(), lo, hi)
 
         return Seq((text("["), js.ws(), tail(0, True), js.ws(), text("]")))
+
+    def multi_counted_array(self, counts: list[tuple[Member, int, int | None]], min_i: int,
+                            max_i: int | None, prefix_len: int, at_members) -> Expr:
+        """Several ``contains`` at once: each item is credited to a set of them (it must
+        match those; it must fail those with a ``maxContains``, whose counts are exact),
+        and the state is the count per ``contains``, capped where it stops mattering."""
+        if len(counts) > 3:
+            self.unsupported("more than 3 contains at one position", counts[3][0], "contains")
+            counts = counts[:3]  # lenient: the others are ignored
+        js = self.json
+        sep = js.item_sep()
+        hits = [Member(m.uri + "/contains", m.schema["contains"], m.base) for m, _, _ in counts]
+        steady = max(prefix_len, min_i)
+        memo: dict[tuple, Expr] = {}
+        kinds_memo: dict[int | None, list | None] = {}
+
+        def kinds(i: int | None) -> list[tuple[tuple[int, ...], Expr]] | None:
+            """(credited flags, item expression) for each credit set at position i."""
+            if i not in kinds_memo:
+                subs = at_members(i)
+                if subs is None:
+                    kinds_memo[i] = None
+                else:
+                    out = []
+                    for mask in range(1 << len(counts)):
+                        flags = tuple(mask >> t & 1 for t in range(len(counts)))
+                        extra = [hits[t] if f else _negated(hits[t])
+                                 for t, f in enumerate(flags)
+                                 if f or counts[t][2] is not None]
+                        out.append((flags, self.conj_ref(subs + extra) if subs or extra
+                                    else js.any_value()))
+                    kinds_memo[i] = out
+            return kinds_memo[i]
+
+        def tail(i: int, h: tuple[int, ...], first: bool) -> Expr:
+            if any(hi is not None and n > hi for n, (_, _, hi) in zip(h, counts, strict=True)):
+                return Terminal(rx.EMPTY)
+            h = tuple(min(n, lo) if hi is None else n
+                      for n, (_, lo, hi) in zip(h, counts, strict=True))
+            if max_i is None:
+                i = min(i, steady)
+            key = (i, h, first)
+            if key in memo:
+                return memo[key]
+            if len(memo) >= 4096:
+                raise LimitExceeded("contains with item counts needs too many states")
+            rule = f"arr{len(self.rules)}"
+            self.rules[rule] = Terminal(rx.EMPTY)
+            memo[key] = Ref(rule)
+            options: list[Expr] = []
+            if i >= min_i and all(n >= lo for n, (_, lo, _) in zip(h, counts, strict=True)):
+                options.append(Terminal(rx.EPS))
+            ks = kinds(i if i < steady or max_i is not None else None) \
+                if max_i is None or i < max_i else None
+            for flags, item in ks or ():
+                nxt = tuple(n + f for n, f in zip(h, flags, strict=True))
+                options.append(Seq((item if first else Seq((sep, item)),
+                                    tail(i + 1, nxt, False))))
+            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
+            return memo[key]
+
+        return Seq((text("["), js.ws(), tail(0, (0,) * len(counts), True), js.ws(), text("]")))
 
     def counted_array(self, members: list[Member], m: Member, lo: int, hi: int | None,
                       min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
