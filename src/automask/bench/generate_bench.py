@@ -353,13 +353,16 @@ def check_output(schema: Any, result: Any) -> tuple[bool | None, str]:
     reported (valid None), not raised."""
     from automask.generation.command import check_schema
 
+    if not result.complete:
+        return False, f"invalid (output incomplete: finish {result.finish_reason})"
     try:
-        valid, verdict = check_schema(schema, result)
+        return check_schema(schema, result)  # None only when jsonschema is missing
     except Exception as e:  # unresolvable $ref, a bad pattern for Python's re, ...
-        return None, f"not checked (jsonschema: {type(e).__name__}: {' '.join(str(e).split())})"
-    if valid is None and result.complete and verdict.startswith("not checked (install"):
-        return None, verdict
-    return (bool(valid) if valid is not None else False), verdict
+        return None, f"not checked (jsonschema: {_one_line(e)})"
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:200]
 
 
 def _run_one(row: Row, schema: Any, call: Callable[[], Any], timed: _TimedDecoder,
@@ -377,8 +380,8 @@ def _run_one(row: Row, schema: Any, call: Callable[[], Any], timed: _TimedDecode
     except SchemaTimeout:
         row.finish_reason, row.error = "timeout", f"over {timeout_s:g} s"
         return
-    except AutomaskError as e:
-        row.finish_reason, row.error = "error", " ".join(str(e).split())[:200]
+    except Exception as e:  # one schema's failure is a result, never the end of the run
+        row.finish_reason, row.error = "error", _one_line(e)
         return
     row.finish_reason = result.finish_reason
     row.tokens = len(result.tokens)
@@ -389,8 +392,6 @@ def _run_one(row: Row, schema: Any, call: Callable[[], Any], timed: _TimedDecode
     row.prompt_seconds = timed.start_seconds
     row.output = result.text
     row.valid, row.validation = check_output(schema, result)
-    if row.valid is None and not result.complete:
-        row.valid = False  # an unfinished output is not a valid document
 
 
 def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
@@ -456,8 +457,9 @@ def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
                                                    strict=d["strict"])
                 compiled = compile_grammar(grammar, vocab)
                 row.compiled, row.compile_ms = True, (time.perf_counter() - t0) * 1e3
-            except AutomaskError as e:
-                row.error = " ".join(str(e).split())[:200]
+            except Exception as e:  # AutomaskError: unsupported; anything else: a crash
+                row.error = " ".join(str(e).split())[:200] if isinstance(e, AutomaskError) \
+                    else "crash: " + _one_line(e)
             if row.compiled:
                 _run_one(row, schema, lambda p=prompt, c=compiled: generate(
                     timed, tokenizer, p, c, params), timed, timeout_s)
@@ -469,8 +471,9 @@ def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
                 try:
                     factory = peer.matcher_factory(peer.compile(schema))
                     row.compiled, row.compile_ms = True, (time.perf_counter() - t0) * 1e3
-                except AutomaskError as e:
-                    row.error = str(e)[:200]
+                except Exception as e:
+                    row.error = str(e)[:200] if isinstance(e, AutomaskError) \
+                        else "crash: " + _one_line(e)
                 if row.compiled:
                     _run_one(row, schema, lambda p=prompt, f=factory: generate_with_matcher(
                         timed, tokenizer, p, f, params), timed, timeout_s)
