@@ -181,6 +181,26 @@ def test_run_with_a_fake_model(tiny_bpe_vocab):
     assert "automask" in printed and "target: compliance 100% of stop outputs" in printed
 
 
+def test_a_crashing_generation_is_a_row_not_the_end_of_the_run(tiny_bpe_vocab):
+    base = fake_model(tiny_bpe_vocab.size, list(tiny_bpe_vocab.eos_token_ids))
+    calls = {"n": 0}
+
+    def flaky(ids: list[int]) -> np.ndarray:
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise RuntimeError("device lost")
+        return base(ids)
+
+    out = io.StringIO()
+    result = gb.run_generate_bench(records()[:2], CallableLM(flaky, width=tiny_bpe_vocab.size),
+                                   tiny_bpe_vocab, max_tokens=30, timeout_s=None, stream=out)
+    rows = [r for e in result["engines"] for r in e["schemas"]]
+    assert len(rows) == 4
+    errors = [r for r in rows if r["finish_reason"] == "error"]
+    assert len(errors) == 1 and errors[0]["error"] == "RuntimeError: device lost"
+    assert errors[0]["valid"] is None
+
+
 @pytest.mark.skipif(not has_llguidance(), reason="llguidance is not installed")
 def test_llguidance_runs_in_the_same_loop(tiny_bpe_vocab):
     result, printed = run_fake(tiny_bpe_vocab, vs=["llguidance"])
