@@ -604,6 +604,22 @@ CASES = [
      {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 4,
       "contains": {"multipleOf": 2}, "allOf": [{"contains": {"multipleOf": 3}}]},
      [[2, 3], [6, 1], [6], [1, 5], [2, 4, 9, 1], [2, 4, 9, 1, 5], [2, "3"]], D2020),
+    ("uniqueItems-enum", {"type": "array", "uniqueItems": True,
+                          "items": {"enum": [1, "a", None, [1], {"a": 1}]}},
+     [[], [1, "a", None, [1], {"a": 1}], [1, 1.0], ["a", "a"], [[1], [1]], [{"a": 1}, 1],
+      [1, "a", None, [1], {"a": 1}, 1], [2]], D2020),
+    ("uniqueItems-booleans", {"type": "array", "uniqueItems": True,
+                              "prefixItems": [{"type": "boolean"}, {"type": "boolean"}],
+                              "items": False},
+     [[], [True], [True, False], [False, True], [True, True], [False, False],
+      [True, False, None]], D2020),
+    ("uniqueItems-prefix-and-items", {"type": "array", "uniqueItems": True, "minItems": 2,
+                                      "prefixItems": [{"const": 1}],
+                                      "items": {"type": ["null", "boolean"]}},
+     [[1, None], [1, True, False, None], [1], [1, None, None], [1, True, True],
+      [1, 1]], D2020),
+    ("uniqueItems-single-item", {"type": "array", "uniqueItems": True, "maxItems": 1},
+     [[], [1], [[1, 1]], [1, 2]], D2020),
     # ---- references
     ("defs-ref",
      {"type": "object", "properties": {"p": {"$ref": "#/$defs/point"}},
@@ -831,7 +847,8 @@ def test_documented_narrowings(schema, texts, tiny_bpe_vocab):
 # --------------------------------------------------------------------------- unsupported
 
 UNSUPPORTED = [
-    ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
+    ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True,
+                                                "items": {"type": "string"}}}},
      "uniqueItems", "#/properties/tags/uniqueItems"),
     ({"if": {"type": "string", "format": "date"}, "then": {"minLength": 1}},
      "format", "#/if/format"),

@@ -526,8 +526,6 @@ class _SchemaCompiler:
                 continue
             if kw == "$recursiveRef":
                 self.unsupported(kw, m, kw)
-        if s.get("uniqueItems") is True:
-            self.unsupported("uniqueItems", m, "uniqueItems")
 
     def unsupported(self, what: str, m: Member, kw: str) -> None:
         where = _pointer(m, kw)
@@ -610,6 +608,9 @@ class _SchemaCompiler:
                              "unevaluatedProperties") for k in s):
                     self.unsupported("object constraints on enumerated values", m, "enum")
             elif isinstance(value, list):
+                if s.get("uniqueItems") is True and any(
+                        _json_equal(a, b) for i, a in enumerate(value) for b in value[i + 1:]):
+                    return False
                 if any(k in ("items", "prefixItems", "minItems", "maxItems", "contains",
                              "unevaluatedItems") for k in s):
                     self.unsupported("array constraints on enumerated values", m, "enum")
@@ -987,6 +988,14 @@ class _SchemaCompiler:
                 hi = _count(m.schema["maxContains"], m, "maxContains")
             if lo or hi is not None:
                 counts.append((m, lo, hi))
+        unique = [m for m in members if m.schema.get("uniqueItems") is True]
+        if unique:
+            if counts:
+                self.unsupported("uniqueItems with contains counts", unique[0], "uniqueItems")
+            else:
+                found = self.unique_array(unique[0], min_i, max_i, prefix_len, at_members)
+                if found is not None:
+                    return found
         if len(counts) == 1:
             m, lo, hi = counts[0]
             return self.counted_array(members, m, lo, hi, min_i, max_i, prefix_len,
@@ -1014,6 +1023,84 @@ class _SchemaCompiler:
             return _repeat_with_sep(item, js.item_sep(), lo, hi)
 
         return Seq((text("["), js.ws(), tail(0, True), js.ws(), text("]")))
+
+    def unique_array(self, m: Member, min_i: int, max_i: int | None, prefix_len: int,
+                     at_members) -> Expr | None:
+        """``uniqueItems`` where every item has finitely many possible values (enum,
+        const, booleans, null): arrays of pairwise distinct values, each item also meeting
+        its own schema. Such arrays are bounded by the number of values. None (lenient):
+        not enforceable here, ignored."""
+        longest = max_i if at_members(None) is not None else min(
+            prefix_len, max_i if max_i is not None else prefix_len)
+        if longest is not None and longest <= 1:
+            return None  # at most one item: always unique
+        js = self.json
+        sep = js.item_sep()
+        values: list = []  # every candidate value, once (JSON equality)
+        domains: dict[int | None, tuple[list[Member], list[int]] | None] = {}
+
+        def domain(i: int | None):
+            if i not in domains:
+                subs = at_members(i)
+                if subs is None:
+                    domains[i] = None
+                    return None
+                expanded = self.expand(subs)
+                cands = [] if expanded is None else self.enumerated(expanded)
+                if cands is None:
+                    types = set(TYPES)
+                    for x in expanded:
+                        t = x.schema.get("type")
+                        if t is not None:
+                            types &= {t} if isinstance(t, str) else set(t)
+                    if not types <= {"null", "boolean"}:
+                        raise _Infinite
+                    cands = [v for v in (None, True, False) if _json_type(v) in types]
+                ids = []
+                for v in cands:
+                    k = next((j for j, u in enumerate(values) if _json_equal(u, v)), None)
+                    if k is None:
+                        values.append(v)
+                        k = len(values) - 1
+                    ids.append(k)
+                domains[i] = (subs, ids)
+            return domains[i]
+
+        try:
+            domain(None)
+            for i in range(prefix_len):
+                domain(i)
+        except _Infinite:
+            self.unsupported("uniqueItems on items with infinitely many values", m,
+                             "uniqueItems")
+            return None
+        memo: dict[tuple[int, frozenset[int]], Expr] = {}
+
+        def tail(i: int, used: frozenset[int]) -> Expr:
+            key = (i, used)
+            if key in memo:
+                return memo[key]
+            if len(memo) >= 4096:
+                raise LimitExceeded("uniqueItems needs too many states")
+            options: list[Expr] = []
+            if i >= min_i:
+                options.append(Terminal(rx.EPS))
+            d = domain(i if i < prefix_len else None)
+            if d is not None and (max_i is None or i < max_i):
+                subs, ids = d
+                for k in ids:
+                    if k in used:
+                        continue
+                    item = self.conj_ref(subs + [Member(f"{m.uri}/~unique/{k}",
+                                                        {"const": values[k]}, m.base)])
+                    options.append(Seq((item if i == 0 else Seq((sep, item)),
+                                        tail(i + 1, used | {k}))))
+            rule = f"arr{len(self.rules)}"
+            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
+            memo[key] = Ref(rule)
+            return memo[key]
+
+        return Seq((text("["), js.ws(), tail(0, frozenset()), js.ws(), text("]")))
 
     def multi_counted_array(self, counts: list[tuple[Member, int, int | None]], min_i: int,
                             max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -1196,6 +1283,10 @@ class _SchemaCompiler:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+class _Infinite(Exception):
+    """An item that may take infinitely many values (uniqueItems cannot enumerate it)."""
 
 
 def _excluded(n: dict) -> list:
