@@ -213,6 +213,8 @@ def intersect(*parts: Node) -> Node:
         members[bs.uid] = bs
     if not members:
         return complement(EMPTY)
+    if len(members) > 1:
+        _drop_subsumed(members)
     if len(members) == 1:
         return next(iter(members.values()))
     items = tuple(members[k] for k in sorted(members))
@@ -221,6 +223,63 @@ def intersect(*parts: Node) -> Node:
     node = _make(("and",) + tuple(sorted(members)), K_AND, all(m.nullable for m in items),
                  items=items)
     return node if is_live(node) else EMPTY
+
+
+def _drop_subsumed(members: dict[int, Node]) -> None:
+    """Drop ``X*`` members that another member is inside of (``X{m,n}``, or text over
+    bytes ``X*`` takes anyway): the intersection then stays plain where it can.
+
+    Schemas intersect "any text" with a length bound or a format all the time;
+    without this every derivative of those strings would be an intersection,
+    checked for liveness by search.
+    """
+    from automask.regex.utf8 import any_char
+
+    text_char = any_char()
+    for uid, u in list(members.items()):
+        if u.kind != K_REPEAT or u.lo != 0 or u.hi is not None or not u.a.plain:
+            continue
+        x = u.a
+        for other in members.values():
+            if other is u:
+                continue
+            if other.kind == K_REPEAT and other.a is x:
+                break
+            letters = _alphabet(other)
+            if x.kind == K_BYTES and letters & ~x.bits == 0:
+                break
+            if x is text_char and letters >> 0x80 == 0:  # ASCII is text
+                break
+        else:
+            continue
+        del members[uid]
+
+
+_alphabets: dict[int, int] = {}
+
+
+def _alphabet(node: Node) -> int:
+    """The bytes ``node``'s strings can contain (an over-approximation)."""
+    found = _alphabets.get(node.uid)
+    if found is not None:
+        return found
+    bits, seen, stack = 0, set(), [node]
+    while stack:  # iterative: concatenation chains can be long
+        n = stack.pop()
+        known = _alphabets.get(n.uid)
+        if known is not None:
+            bits |= known
+        elif n.uid not in seen:
+            seen.add(n.uid)
+            if n.kind == K_BYTES:
+                bits |= n.bits
+            elif n.kind in (K_NOT, K_ENC):
+                bits = FULL_BITS
+                break
+            else:
+                stack.extend(c for c in (n.a, n.b, *n.items) if c is not None)
+    _alphabets[node.uid] = bits
+    return bits
 
 
 def complement(a: Node) -> Node:
