@@ -93,6 +93,10 @@ class LexerDFA:
             self._start_cache[lexeme_ids] = sid
         return sid
 
+    def single(self, lex: int, node: rx.Node) -> int:
+        """The state holding just lexeme ``lex`` at ``node``."""
+        return self._intern(((lex, node),))
+
     def split(self, sid: int) -> tuple[int, ...]:
         """The one-lexeme states whose union is ``sid`` (``(sid,)`` when it has one)."""
         found = self._split.get(sid)

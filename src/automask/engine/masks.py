@@ -123,21 +123,52 @@ class MaskComputer:
             with self._lock:
                 found = self._root_scans.get(ls)
                 if found is None:
-                    inside, crossing = scan(self.root, self.runtime.lexer, ls)
-                    rows = np.flatnonzero(inside).astype(np.int32)
-                    part = self.root.pack_rows(inside) if len(rows) > SPARSE_INSIDE else rows
-                    part.setflags(write=False)
-                    found = self._root_scans.put(ls, (part, crossing), _scan_cost(part, crossing))
+                    found = self._shared_scan(self.root, ls, self._pack_inside)
+                    self._root_scans.put(ls, found, _scan_cost(*found))
         return found
+
+    def _pack_inside(self, inside: np.ndarray) -> np.ndarray:
+        rows = np.flatnonzero(inside).astype(np.int32)
+        part = self.root.pack_rows(inside) if len(rows) > SPARSE_INSIDE else rows
+        part.setflags(write=False)
+        return part
 
     def sub_scan(self, tokens: TokenSet, ls: int) -> tuple[np.ndarray, list]:
         key = (tokens.uid << 32) | ls
         found = self._scans.get(key)
         if found is None:
             with self._lock:
-                found = scan(tokens, self.runtime.lexer, ls)
+                found = self._shared_scan(tokens, ls, _frozen)
                 self._scans.put(key, found, _scan_cost(*found))
         return found
+
+    def _shared_scan(self, tokens: TokenSet, ls: int, finish) -> tuple[np.ndarray, list]:
+        """:func:`scan`, shared between grammars for one-lexeme states.
+
+        A one-lexeme state's scan depends only on its regex node and on the
+        bytes that may follow the lexeme (FOLLOW pruning), not on the grammar,
+        so it is cached per vocabulary under that key, with the crossing
+        states kept as nodes and mapped back into this grammar's lexer. Keys,
+        strings, numbers and punctuation recur across schemas, so a new
+        schema's first masks mostly find their scans done.
+        """
+        lexer = self.runtime.lexer
+        members = lexer.members[ls]
+        if len(members) != 1:
+            inside, crossing = scan(tokens, lexer, ls)
+            return finish(inside), crossing
+        lex, node = members[0]
+        key = (tokens.uid, node.uid, lexer.follow_bytes(lex))
+        shared = _shared_scans(self.root)
+        hit = shared.get(key)
+        if hit is not None:
+            part, by_node = hit
+            return part, [(lexer.single(lex, n), child) for n, child in by_node]
+        inside, crossing = scan(tokens, lexer, ls)
+        part = finish(inside)
+        by_node = [(lexer.members[state][0][1], child) for state, child in crossing]
+        shared.put(key, (part, by_node), _scan_cost(part, crossing))
+        return part, crossing
 
     def mask(self, config: Config) -> Mask:
         """The mask of ``config`` (cached)."""
@@ -188,6 +219,23 @@ class MaskComputer:
                     result[child.parent_rows[allowed]] = True
         self._sub.put(key, result, result.nbytes + 150)
         return result
+
+
+SHARED_SCAN_BYTES = 48 << 20  # per vocabulary, for every grammar compiled against it
+_shared_lock = threading.Lock()
+
+
+def _shared_scans(root: RootTokens) -> BoundedCache:
+    if root.shared_scans is None:
+        with _shared_lock:
+            if root.shared_scans is None:
+                root.shared_scans = BoundedCache(SHARED_SCAN_BYTES)
+    return root.shared_scans
+
+
+def _frozen(inside: np.ndarray) -> np.ndarray:
+    inside.setflags(write=False)  # shared between grammars
+    return inside
 
 
 def _threads(config: Config, split) -> list:

@@ -71,7 +71,7 @@ class RootTokens(TokenSet):
     """The distinct byte strings of a vocabulary's ordinary tokens, with their ids."""
 
     __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids", "present_bytes",
-                 "trie", "_pack_index")
+                 "trie", "_pack_index", "shared_scans")
 
     def __init__(self, token_bytes: list[bytes], excluded: set[int], size: int):
         by_bytes: dict[bytes, list[int]] = {}
@@ -101,6 +101,7 @@ class RootTokens(TokenSet):
         #: bitmask of the bytes that occur in at least one token
         self.present_bytes = sum(1 << b for b in np.flatnonzero(counts_by_byte).tolist())
         self.trie = PrefixTrie(self)
+        self.shared_scans = None  # scans shared by every grammar (see engine.masks)
         # pack_rows gathers every id's row in one pass; ids with no row (and
         # the padding up to a whole word) read the extra False slot at index n.
         nwords = (size + 31) // 32
@@ -201,7 +202,7 @@ def pack_bool(allowed: np.ndarray) -> np.ndarray:
     return np.packbits(padded, bitorder="little").view("<u4").astype(np.uint32, copy=False)
 
 
-SMALL_SET = 48  # below this many rows, stepping bytes in Python beats NumPy's call overhead
+SMALL_SET = 400  # up to this many rows, stepping bytes in Python beats NumPy's call overhead
 
 
 def scan(tokens: TokenSet, lexer: LexerDFA, start: int

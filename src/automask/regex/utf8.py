@@ -8,6 +8,7 @@ characters. Surrogates (U+D800..U+DFFF) have no UTF-8 form and are dropped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from automask.regex import nodes as rx
@@ -105,8 +106,9 @@ def ranges_to_node(ranges: Iterable[tuple[int, int]]) -> rx.Node:
     return rx.alt_of(alternatives)
 
 
+@functools.cache
 def any_char() -> rx.Node:
-    """Any single code point (as valid UTF-8)."""
+    """Any single code point (as valid UTF-8); built once (nodes are interned anyway)."""
     return ranges_to_node([(0, MAX_CODE_POINT)])
 
 
