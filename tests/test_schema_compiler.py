@@ -676,6 +676,23 @@ CASES = [
                 "a": {"$dynamicAnchor": "it", "$id": "https://example.com/a"},
                 "b": {"$dynamicAnchor": "it", "$id": "https://example.com/b"}}},
      [[1], ["a"]], D2020),
+    ("dynamicRef-dynamic-scope",  # the outermost resource declaring "items" wins
+     {"$id": "https://example.com/root", "$ref": "list",
+      "$defs": {"foo": {"$dynamicAnchor": "items", "type": "string"},
+                "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#items"},
+                         "$defs": {"items": {"$dynamicAnchor": "items", "type": "integer"}}}}},
+     [["a", "b"], [1], [], ["a", 1]], D2020),
+    ("dynamicRef-scope-per-path",  # two paths into one resource, two bindings
+     {"$id": "https://example.com/main", "type": "object",
+      "properties": {"s": {"$ref": "strs"}, "n": {"$ref": "nums"}},
+      "$defs": {"generic": {"$id": "generic", "type": "array",
+                            "items": {"$dynamicRef": "#t"},
+                            "$defs": {"d": {"$dynamicAnchor": "t"}}},
+                "strs": {"$id": "strs", "$ref": "generic",
+                         "$defs": {"t": {"$dynamicAnchor": "t", "type": "string"}}},
+                "nums": {"$id": "nums", "$ref": "generic",
+                         "$defs": {"t": {"$dynamicAnchor": "t", "type": "number"}}}}},
+     [{"s": ["a"], "n": [1]}, {"s": [1]}, {"n": ["a"]}, {"s": [], "n": [2.5]}], D2020),
     ("ref-chain",
      {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/c"},
                 "c": {"type": "boolean"}}, "$ref": "#/$defs/a"},
@@ -870,10 +887,6 @@ UNSUPPORTED = [
     ({"$ref": "https://example.com/other.json"}, "$ref", "#"),
     ({"type": "array", "items": {"not": {"oneOf": [{"const": [1]}, {"type": "integer"}]}}},
      "const", "#/items/not/oneOf/0/const"),
-    ({"type": "array", "items": {"$dynamicRef": "#it"},
-      "$defs": {"a": {"$dynamicAnchor": "it", "type": "integer"},
-                "b": {"$id": "https://example.com/b", "$dynamicAnchor": "it"}}},
-     "$dynamicRef", "#/items/$dynamicRef"),
 ]
 
 

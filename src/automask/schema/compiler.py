@@ -117,13 +117,23 @@ class _SchemaCompiler:
         self.anchors: dict[str, tuple[object, str, str]] = {}
         self.base_of: dict[int, str] = {}  # id(schema object with an $id) -> its base URI
         self.dynamic: dict[str, int] = {}  # $dynamicAnchor name -> how many declare it
+        self.dynamic_names: dict[str, list[str]] = {}  # resource -> its $dynamicAnchors
+        self.dynamic_anchors: dict[str, tuple[object, str]] = {}  # resource#name -> schema
         self._index(schema, self.root_base, "")
         _check_document(schema, self.root_base)
         # unevaluated* need to know which subschemas hold (annotations): then a lone
         # `if` is distributed too, and anyOf over the subsets of its branches.
         self.tracks = _mentions_unevaluated(schema)
         self.positions: dict[str, Member] = {}  # uri -> the member as the schema has it
-        self.root = Member(self.root_base + "#", schema, self.root_base)
+        # Dynamic scope (only when some $dynamicAnchor is declared twice, so that it can
+        # matter): the first resource entered that declares each name, carried as a
+        # prefix of member URIs so that it reaches every descendant and keys the memo.
+        self.scoped = any(n > 1 for n in self.dynamic.values())
+        self.scopes: list[tuple[tuple[str, str], ...]] = [()]
+        self._scope_ids: dict[tuple[tuple[str, str], ...], int] = {(): 0}
+        root_base = self.base_of.get(id(schema), self.root_base)
+        self.root = Member(self.scoped_uri(self.root_base + "#", self.enter(0, root_base)),
+                           schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
 
     # ------------------------------------------------------------------ refs
@@ -137,8 +147,10 @@ class _SchemaCompiler:
                 self.base_of[id(schema)] = base
             names = [schema.get("$anchor"), schema.get("$dynamicAnchor")]
             if isinstance(schema.get("$dynamicAnchor"), str):
-                self.dynamic[schema["$dynamicAnchor"]] = \
-                    self.dynamic.get(schema["$dynamicAnchor"], 0) + 1
+                name = schema["$dynamicAnchor"]
+                self.dynamic[name] = self.dynamic.get(name, 0) + 1
+                self.dynamic_names.setdefault(base, []).append(name)
+                self.dynamic_anchors[base + "#" + name] = (schema, base)
             # draft-06/07 "$id": "#name" and draft-04 "id": "#name" are plain-name anchors
             names += [schema[k][1:] for k in ("$id", "id") if isinstance(schema.get(k), str)
                       and schema[k].startswith("#") and len(schema[k]) > 1]
@@ -156,7 +168,8 @@ class _SchemaCompiler:
         doc_uri, fragment = urldefrag(target)
         if target in self.anchors:
             schema, base, _ = self.anchors[target]
-            return Member(target, schema, base)
+            return Member(self.scoped_uri(target, self.enter(_scope(member.uri), base)),
+                          schema, base)
         doc = self.docs.get(doc_uri)
         if doc is None:
             raise UnsupportedFeature(f"$ref to a schema that is not embedded: {ref!r}",
@@ -175,7 +188,29 @@ class _SchemaCompiler:
                 raise GrammarError(f"$ref target not found: {ref!r}", _pointer(member))
             if _changes_base(node):
                 base = self.rebase(base, node)
-        return Member(doc_uri + "#" + fragment, node, base)
+        return Member(self.scoped_uri(doc_uri + "#" + fragment,
+                                      self.enter(_scope(member.uri), base)), node, base)
+
+    def enter(self, scope: int, base: str) -> int:
+        """The dynamic scope after entering the resource ``base``: names it declares as
+        ``$dynamicAnchor`` that no outer resource bound are bound to it."""
+        if not self.scoped:
+            return 0
+        bound = dict(self.scopes[scope])
+        for name in self.dynamic_names.get(base, ()):
+            bound.setdefault(name, base)
+        key = tuple(sorted(bound.items()))
+        found = self._scope_ids.get(key)
+        if found is None:
+            if len(self.scopes) >= 1024:
+                raise LimitExceeded("too many dynamic scopes")
+            found = self._scope_ids[key] = len(self.scopes)
+            self.scopes.append(key)
+        return found
+
+    @staticmethod
+    def scoped_uri(uri: str, scope: int) -> str:
+        return uri if not scope else f"~d{scope}|{uri.split('|', 1)[-1]}"
 
     def dynamic_target(self, m: Member) -> Member:
         """Where ``$dynamicRef`` goes: its static target, which is exact unless that
@@ -186,11 +221,15 @@ class _SchemaCompiler:
             raise GrammarError("$dynamicRef must be a string", _pointer(m, "$dynamicRef"))
         target = self.resolve(ref, m)
         name = ref.rsplit("#", 1)[-1] if "#" in ref else ""
-        if name and not name.startswith("/") and isinstance(target.schema, dict) and \
-                target.schema.get("$dynamicAnchor") == name and self.dynamic.get(name, 0) > 1:
-            self.unsupported("$dynamicRef to a $dynamicAnchor declared several times", m,
-                             "$dynamicRef")
-        return target
+        if not (name and not name.startswith("/") and isinstance(target.schema, dict)
+                and target.schema.get("$dynamicAnchor") == name and self.scoped):
+            return target  # a plain $ref (or the only declaration of that anchor)
+        resource = dict(self.scopes[_scope(m.uri)]).get(name)
+        if resource is None:
+            return target
+        schema, base = self.dynamic_anchors[resource + "#" + name]
+        return Member(self.scoped_uri(f"{resource}#{name}", self.enter(_scope(m.uri), base)),
+                      schema, base)
 
     def rebase(self, base: str, schema: dict) -> str:
         """The base URI inside ``schema`` (which has an ``$id``) when reached from ``base``:
@@ -239,7 +278,8 @@ class _SchemaCompiler:
             if not isinstance(s, dict):
                 raise GrammarError("a schema is an object or a boolean", _pointer(m))
             if _changes_base(s):
-                m = Member(m.uri, s, self.rebase(m.base, s))
+                base = self.rebase(m.base, s)
+                m = Member(self.scoped_uri(m.uri, self.enter(_scope(m.uri), base)), s, base)
             out[m.uri] = m
             self.positions.setdefault(m.uri, m)
             children: list[Member] = []
@@ -368,12 +408,14 @@ class _SchemaCompiler:
         for i, m in enumerate(members):
             if "not" not in m.schema or _simple_not(m.schema["not"]):
                 continue
-            rest = [_expanded(x) for x in members[:i] + members[i + 1:]]
-            rest.append(Member(m.uri + "/~not", _without(m.schema, "not"), m.base))
+            before = [_expanded(x) for x in members[:i]] + [
+                Member(m.uri + "/~not", _without(m.schema, "not"), m.base)]
+            after = [_expanded(x) for x in members[i + 1:]]
             branches = self.negation(Member(m.uri + "/not", m.schema["not"], m.base))
             if not branches:
                 return Terminal(rx.EMPTY)
-            return Choice(tuple(self.conj_ref(rest + b) for b in branches))
+            # the complement's members right after the `not`'s own (property order)
+            return Choice(tuple(self.conj_ref(before + b + after) for b in branches))
         return self.typed(members)
 
     def any_of_subsets(self, rest: list[Member], subs: list[Member], m: Member) -> Expr:
@@ -1490,6 +1532,11 @@ def _pending(m: Member) -> bool:
 
 
 REST_SUFFIX = re.compile(r"(/~|/~anyOf|/~oneOf|/~not)+$")
+
+
+def _scope(uri: str) -> int:
+    """The dynamic scope carried by a member URI (see ``scoped_uri``)."""
+    return int(uri[2:uri.index("|")]) if uri.startswith("~d") else 0
 
 
 def _position(uri: str) -> str:
