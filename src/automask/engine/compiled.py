@@ -12,6 +12,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+from automask.budget import time_budget
 from automask.engine.earley import Parser, ParserTables, follow_lexemes
 from automask.engine.lexer import LexerDFA
 from automask.engine.masks import MaskComputer
@@ -36,6 +37,9 @@ class Limits:
     scan_cache_bytes: int = 8 << 20
     decision_cache_bytes: int = 4 << 20
     max_forced_bytes: int = 4096
+    #: wall-clock limits (seconds; None: none), past which LimitExceeded is raised
+    max_compile_seconds: float | None = 2.0
+    max_mask_seconds: float | None = 2.0
 
 
 _roots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -63,9 +67,10 @@ class CompiledGrammar:
         self.eos_token_ids = tuple(vocab.eos_token_ids)
         self._eos_set = frozenset(self.eos_token_ids)
         self.root = root_tokens(vocab)
-        _check_spelling(grammar, self.root)
-        self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states,
-                              follow_lexemes(grammar))
+        with time_budget(self.limits.max_compile_seconds, "compiling the grammar"):
+            _check_spelling(grammar, self.root)
+            follow = follow_lexemes(grammar)
+        self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states, follow)
         self.parser = Parser(ParserTables(grammar), grammar.ignore, self.lexer,
                              self.limits.max_earley_items, self.limits.max_earley_sets)
         self.runtime = Runtime(self.lexer, self.parser, self.limits.max_configs)

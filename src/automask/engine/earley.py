@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from array import array
 
+from automask.budget import check_time
 from automask.errors import LimitExceeded
 from automask.grammar.ir import Grammar
 
@@ -266,6 +267,7 @@ class Parser:
         found = self._completions.get(key)
         if found is not None:
             return found
+        check_time()
         kernel = []
         for s, lex in completions:
             waiting = s.by_symbol.get(lex, ())

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from automask.budget import check_time
 from automask.errors import LimitExceeded
 from automask.regex import nodes as rx
 
@@ -115,6 +116,7 @@ class LexerDFA:
             r = self.rows[sid]
             if r is not None:
                 return r
+            check_time()
             members = self.members[sid]
             starts = 1
             for _, node in members:

@@ -20,6 +20,7 @@ import threading
 
 import numpy as np
 
+from automask.budget import check_time
 from automask.engine.state import Config, Runtime
 from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
 
@@ -209,6 +210,7 @@ class MaskComputer:
         found = self._sub.get(key)
         if found is not None:
             return found
+        check_time()
         result = np.zeros(tokens.n, dtype=bool)
         for origin, ls in _threads(config, self.runtime.lexer.split):
             inside, crossing = self.sub_scan(tokens, ls)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from automask.budget import time_budget
 from automask.engine.compiled import CompiledGrammar
 from automask.engine.state import Config
 from automask.errors import NoLegalContinuation, VocabularyError
@@ -87,7 +88,8 @@ class Matcher:
         data = self._tokens[token_id]
         if not data:
             return None
-        after = self._runtime.advance(config, data)
+        with time_budget(self.compiled.limits.max_mask_seconds, "accepting a token"):
+            after = self._runtime.advance(config, data)
         return None if after is self._runtime.dead else after
 
     def accept_token(self, token_id: int) -> bool:
@@ -112,7 +114,8 @@ class Matcher:
         """Advance by raw bytes as one step (rollback counts it as one token)."""
         if self._terminated[-1]:
             return False
-        after = self._runtime.advance(self._history[-1], data)
+        with time_budget(self.compiled.limits.max_mask_seconds, "accepting bytes"):
+            after = self._runtime.advance(self._history[-1], data)
         if after is self._runtime.dead:
             return False
         self._history.append(after)
@@ -122,7 +125,8 @@ class Matcher:
     # ---- masks
     def _mask(self):
         masks = self.compiled.masks
-        mask = masks.mask(self._history[-1])
+        with time_budget(self.compiled.limits.max_mask_seconds, "computing a token mask"):
+            mask = masks.mask(self._history[-1])
         if mask.empty and not self._history[-1].accepting:
             raise NoLegalContinuation(
                 "no token can continue the output here (the vocabulary cannot spell what the "

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
 from automask.regex import nodes as rx
 
@@ -143,11 +144,15 @@ class Grammar:
         Options: ``whitespace`` ("flexible", "compact" or an indent),
         ``strict`` (absent additionalProperties means false), ``lenient``
         (warn about and ignore unsupported keywords instead of raising),
-        ``max_whitespace``, ``max_rules``. See :mod:`automask.schema.compiler`.
+        ``max_whitespace``, ``max_rules``, ``max_seconds`` (wall-clock limit,
+        default 2; None: none; past it :class:`LimitExceeded`). See
+        :mod:`automask.schema.compiler`.
         """
         from automask.schema.compiler import compile_schema
 
-        return compile_schema(schema, **options)
+        seconds = options.pop("max_seconds", SCHEMA_SECONDS)
+        with time_budget(seconds, "compiling the JSON Schema"):
+            return compile_schema(schema, **options)
 
     @classmethod
     def from_pydantic(cls, model, **options) -> Grammar:
@@ -178,6 +183,7 @@ class Grammar:
 # --------------------------------------------------------------------------- lowering
 
 MAX_PRODUCTIONS = 200_000
+SCHEMA_SECONDS = 2.0  # default wall-clock limit of a JSON Schema compile
 
 
 def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
@@ -251,6 +257,8 @@ class _Lowerer:
         return f"{base}~{self.helper_count}"
 
     def add(self, lhs: str, rhs: Sequence[Symbol]) -> None:
+        if not len(self.productions) & 255:
+            check_time()
         if len(self.productions) >= MAX_PRODUCTIONS:
             raise LimitExceeded(f"grammar has more than {MAX_PRODUCTIONS} productions")
         self.productions.append(Production(lhs, tuple(rhs)))

@@ -24,6 +24,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from automask.budget import check_time
+
 FULL_BITS = (1 << 256) - 1
 
 # Node kinds.
@@ -57,6 +59,7 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         node = _intern.get(key)
         if node is not None:
             return node
+        check_time()
         node = Node()
         node.kind = kind
         node.a = fields.get("a")
@@ -329,6 +332,8 @@ def is_live(node: Node) -> bool:
                 f"{MAX_LIVENESS_STATES} states")
         seen.add(d.uid)
         stack.append((d, iter(_search_order(d))))
+        if not len(seen) & 63:
+            check_time()
     if found:
         _live[node.uid] = True
     else:

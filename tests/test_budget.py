@@ -1,0 +1,56 @@
+"""Wall-clock budgets: compiles and masks raise LimitExceeded past their time limit."""
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from automask import Grammar, LimitExceeded, Limits, Matcher, compile
+from automask.budget import check_time, time_budget
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "email": {"type": "string", "format": "email", "maxLength": 120},
+        "when": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{2,9}$"}},
+    },
+    "required": ["email"],
+}
+
+
+def test_budget_raises_after_deadline_and_nests_tighter():
+    with time_budget(0.0, "the test"):
+        time.sleep(0.001)
+        with pytest.raises(LimitExceeded, match="the test took longer than 0 s"):
+            check_time()
+        with time_budget(10.0, "a looser inner budget"):  # the outer deadline still holds
+            with pytest.raises(LimitExceeded, match="the test"):
+                check_time()
+    check_time()  # no budget outside
+    with time_budget(None, "unbounded"):
+        check_time()
+
+
+def test_schema_compile_past_its_limit_raises():
+    with pytest.raises(LimitExceeded, match="compiling the JSON Schema"):
+        Grammar.from_json_schema({**SCHEMA, "title": "fresh-1"}, max_seconds=0.0)
+    Grammar.from_json_schema(SCHEMA, max_seconds=None)  # and works without one
+
+
+def test_mask_past_its_limit_raises_and_leaves_the_grammar_usable(tiny_bpe_vocab):
+    grammar = Grammar.from_json_schema(SCHEMA)
+    strict = compile(grammar, tiny_bpe_vocab, limits=replace(Limits(), max_mask_seconds=0.0))
+    matcher = Matcher(strict)
+    time.sleep(0.001)
+    with pytest.raises(LimitExceeded, match="token mask"):
+        matcher.mask_words()
+    # The interrupted work left nothing half-built: the same grammar, given
+    # time, computes the same mask as a fresh compile.
+    strict.limits = replace(strict.limits, max_mask_seconds=None)
+    fresh = compile(grammar, tiny_bpe_vocab)
+    assert np.array_equal(Matcher(strict).mask_words(), Matcher(fresh).mask_words())
+    text = b'{"email": "a@b.co"}'
+    for m in (Matcher(strict), Matcher(fresh)):
+        assert m.accept_bytes(text) and m.is_accepting()
