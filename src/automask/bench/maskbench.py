@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from automask.bench.peers import Engine, GrammarSpec, PeerError
-from automask.errors import AutomaskError, EmptyLanguage, NoLegalContinuation
+from automask.errors import AutomaskError, EmptyLanguage, LimitExceeded, NoLegalContinuation
 
 OUTCOMES = ("pass", "compile", "validation", "invalidation", "timeout", "crash")
 MAX_FAILURES_PER_SCHEMA = 3  # failing instances kept per schema in the details
@@ -282,6 +282,9 @@ def run_schema(engine: Engine, vocab, record: dict, bitmask, row,
                 disarm()
     except SchemaTimeout:
         result.outcome, result.ttfm_ms, result.failures = "timeout", None, []
+    except LimitExceeded as e:  # the engine's own time/size limit, mid-walk: a timeout too
+        result.outcome, result.ttfm_ms, result.failures = "timeout", None, []
+        result.error = f"LimitExceeded: {' '.join(str(e).split())[:80]}"
     except Exception as e:  # a crash is a result here, not a reason to stop the run
         result.outcome, result.ttfm_ms = "crash", None
         result.error = f"{type(e).__name__}: {' '.join(str(e).split())[:80]}"
