@@ -11,7 +11,6 @@ numbers differ only by what the engines do.
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import os
 import platform
@@ -91,28 +90,21 @@ def load_instances(path: str, limit: int | None = None) -> list[Instance]:
 
 
 def _load_maskbench(path: str, limit: int | None) -> list[Instance]:
-    opener: Callable[..., TextIO] = gzip.open if path.lower().endswith(".gz") else open
-    out: list[Instance] = []
+    """The valid instances of a MaskBench file, serialized as the protocol does."""
+    from automask.bench.maskbench import MaskBenchInputError, load_records
+
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                    tests = rec["tests"]
-                except (json.JSONDecodeError, KeyError, TypeError) as e:
-                    raise BenchInputError(
-                        f"{path}:{lineno}: not a MaskBench record ({{id, schema, tests}}): {e}"
-                    ) from e
-                for i, test in enumerate(tests):
-                    if test.get("valid"):
-                        text = json.dumps(test["data"], ensure_ascii=False)
-                        out.append(Instance(f"{rec.get('id', lineno)}#{i}", text))
-                        if limit is not None and len(out) >= limit:
-                            return out
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise BenchInputError(f"cannot read {path}: {e}") from e
+        records = load_records(path)
+    except MaskBenchInputError as e:
+        raise BenchInputError(str(e)) from e
+    out: list[Instance] = []
+    for rec in records:
+        for i, test in enumerate(rec["tests"]):
+            if isinstance(test, dict) and test.get("valid"):
+                text = json.dumps(test["data"], ensure_ascii=False)
+                out.append(Instance(f"{rec['id']}#{i}", text))
+                if limit is not None and len(out) >= limit:
+                    return out
     return out
 
 
