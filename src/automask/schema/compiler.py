@@ -14,23 +14,30 @@ enforced raises :class:`UnsupportedFeature` naming it and its JSON pointer
 (``lenient=True`` turns that into a warning and ignores the keyword).
 Annotations (``title``, ``description``, ``default``, ``examples``, …) and
 unknown keywords carry no validation meaning and are ignored by design.
+
+Parts: :mod:`~automask.schema.refs` (``$id``, anchors, ``$ref``,
+``$dynamicRef``), :mod:`~automask.schema.complement` (``not``, the failing side
+of ``if`` and ``oneOf``), :mod:`~automask.schema.annotations` (unevaluated*),
+:mod:`~automask.schema.arrays` (``contains`` counts, ``uniqueItems``),
+:mod:`~automask.schema.keywords` (well-formed values), and
+:mod:`~automask.schema.members` (positions and shared helpers).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
-from urllib.parse import unquote, urldefrag, urljoin
 
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower, text
 from automask.regex import nodes as rx
 from automask.regex.parser import parse_regex, parse_regex_search
+from automask.schema.annotations import Annotations, _mentions_unevaluated, _pending
+from automask.schema.arrays import CountedArrays
 from automask.schema.complement import EXPANDED, Inexpressible, complement
 from automask.schema.json_text import (
     ANY_CHAR,
@@ -42,13 +49,25 @@ from automask.schema.json_text import (
     separated,
     string_node,
 )
+from automask.schema.keywords import _check_document, _check_values
+from automask.schema.members import (
+    ANNOTATIONS,
+    TYPES,
+    Member,
+    _count,
+    _escape,
+    _json_equal,
+    _json_type,
+    _negated,
+    _num,
+    _opened,
+    _pointer,
+    _prefix,
+    _prefix_kw,
+    _rest_items,
+)
+from automask.schema.refs import References, _changes_base, _scope
 
-ANNOTATIONS = frozenset({
-    "$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
-    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-    "contentEncoding", "contentMediaType", "contentSchema", "$dynamicAnchor",
-    "~open",  # internal: a schema the compiler wrote (see _opened)
-})
 HANDLED = frozenset({
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
     "minLength", "maxLength", "pattern", "format",
@@ -61,16 +80,6 @@ HANDLED = frozenset({
     # internal keywords of the schemas the compiler writes itself (see complement.py)
     "~ref", "~notString", "$dynamicRef",
 })
-TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
-
-
-@dataclass(frozen=True)
-class Member:
-    """One schema object of a conjunction, with where it is and how its refs resolve."""
-
-    uri: str  # base URI + "#" + JSON pointer: identifies the position
-    schema: object
-    base: str = field(compare=False)
 
 
 @dataclass
@@ -106,7 +115,7 @@ def compile_schema(schema, **options) -> Grammar:
         sys.setrecursionlimit(limit)
 
 
-class _SchemaCompiler:
+class _SchemaCompiler(References, Annotations, CountedArrays):
     def __init__(self, schema, options: Options):
         self.options = options
         self.rules: dict[str, Expr] = {}
@@ -137,105 +146,6 @@ class _SchemaCompiler:
         self._memo: dict[tuple[str, ...], str] = {}
 
     # ------------------------------------------------------------------ refs
-    def _index(self, schema, base: str, pointer: str) -> None:
-        if isinstance(schema, dict):
-            if not pointer:
-                self.docs.setdefault(base, schema)
-            if _changes_base(schema):
-                base = urldefrag(_join(base, schema["$id"]))[0]
-                self.docs.setdefault(base, schema)
-                self.base_of[id(schema)] = base
-            names = [schema.get("$anchor"), schema.get("$dynamicAnchor")]
-            if isinstance(schema.get("$dynamicAnchor"), str):
-                name = schema["$dynamicAnchor"]
-                self.dynamic[name] = self.dynamic.get(name, 0) + 1
-                self.dynamic_names.setdefault(base, []).append(name)
-                self.dynamic_anchors[base + "#" + name] = (schema, base)
-            # draft-06/07 "$id": "#name" and draft-04 "id": "#name" are plain-name anchors
-            names += [schema[k][1:] for k in ("$id", "id") if isinstance(schema.get(k), str)
-                      and schema[k].startswith("#") and len(schema[k]) > 1]
-            for name in names:
-                if isinstance(name, str):
-                    self.anchors[base + "#" + name] = (schema, base, pointer)
-            if base not in self.docs:
-                self.docs[base] = schema
-            # Only subschemas: an "$id" inside an unknown keyword identifies nothing.
-            for at, sub in _subschemas(schema, pointer):
-                self._index(sub, base, at)
-
-    def resolve(self, ref: str, member: Member) -> Member:
-        target = _join(member.base, ref)
-        doc_uri, fragment = urldefrag(target)
-        if target in self.anchors:
-            schema, base, _ = self.anchors[target]
-            return Member(self.scoped_uri(target, self.enter(_scope(member.uri), base)),
-                          schema, base)
-        doc = self.docs.get(doc_uri)
-        if doc is None:
-            raise UnsupportedFeature(f"$ref to a schema that is not embedded: {ref!r}",
-                                     _pointer(member))
-        node = doc
-        base = doc_uri
-        if fragment and not fragment.startswith("/"):
-            raise GrammarError(f"$ref anchor not found: {ref!r}", _pointer(member))
-        for part in fragment.split("/")[1:] if fragment else []:
-            part = unquote(part).replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise GrammarError(f"$ref target not found: {ref!r}", _pointer(member))
-            if _changes_base(node):
-                base = self.rebase(base, node)
-        return Member(self.scoped_uri(doc_uri + "#" + fragment,
-                                      self.enter(_scope(member.uri), base)), node, base)
-
-    def enter(self, scope: int, base: str) -> int:
-        """The dynamic scope after entering the resource ``base``: names it declares as
-        ``$dynamicAnchor`` that no outer resource bound are bound to it."""
-        if not self.scoped:
-            return 0
-        bound = dict(self.scopes[scope])
-        for name in self.dynamic_names.get(base, ()):
-            bound.setdefault(name, base)
-        key = tuple(sorted(bound.items()))
-        found = self._scope_ids.get(key)
-        if found is None:
-            if len(self.scopes) >= 1024:
-                raise LimitExceeded("too many dynamic scopes")
-            found = self._scope_ids[key] = len(self.scopes)
-            self.scopes.append(key)
-        return found
-
-    @staticmethod
-    def scoped_uri(uri: str, scope: int) -> str:
-        return uri if not scope else f"~d{scope}|{uri.split('|', 1)[-1]}"
-
-    def dynamic_target(self, m: Member) -> Member:
-        """Where ``$dynamicRef`` goes: its static target, which is exact unless that
-        target's ``$dynamicAnchor`` is declared more than once (then the dynamic scope
-        would choose, which is not supported)."""
-        ref = m.schema["$dynamicRef"]
-        if not isinstance(ref, str):
-            raise GrammarError("$dynamicRef must be a string", _pointer(m, "$dynamicRef"))
-        target = self.resolve(ref, m)
-        name = ref.rsplit("#", 1)[-1] if "#" in ref else ""
-        if not (name and not name.startswith("/") and isinstance(target.schema, dict)
-                and target.schema.get("$dynamicAnchor") == name and self.scoped):
-            return target  # a plain $ref (or the only declaration of that anchor)
-        resource = dict(self.scopes[_scope(m.uri)]).get(name)
-        if resource is None:
-            return target
-        schema, base = self.dynamic_anchors[resource + "#" + name]
-        return Member(self.scoped_uri(f"{resource}#{name}", self.enter(_scope(m.uri), base)),
-                      schema, base)
-
-    def rebase(self, base: str, schema: dict) -> str:
-        """The base URI inside ``schema`` (which has an ``$id``) when reached from ``base``:
-        the one indexed for that schema object, so that it is applied only once."""
-        found = self.base_of.get(id(schema))
-        return found if found is not None else urldefrag(_join(base, schema["$id"]))[0]
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Grammar:
@@ -417,89 +327,6 @@ class _SchemaCompiler:
             # the complement's members right after the `not`'s own (property order)
             return Choice(tuple(self.conj_ref(before + b + after) for b in branches))
         return self.typed(members)
-
-    def any_of_subsets(self, rest: list[Member], subs: list[Member], m: Member) -> Expr:
-        """anyOf as the disjoint union over which branches hold (every valid branch
-        annotates, so ``unevaluated*`` sees exactly the ones that hold)."""
-        if len(subs) > 6:
-            self.unsupported("anyOf with more than 6 branches under unevaluated*", m, "anyOf")
-        alternatives = []
-        for mask in range(1, 1 << len(subs)):
-            chosen = [b if mask >> j & 1 else _negated(b) for j, b in enumerate(subs)]
-            alternatives.append(self.conj_ref(rest + chosen))
-        return Choice(tuple(alternatives))
-
-    def annotators(self, m: Member, members: list[Member]) -> set[str]:
-        """The positions whose annotations ``m``'s unevaluated* sees: reached from ``m``
-        in place (allOf, anyOf, oneOf, if/then/else, dependentSchemas, $ref; never
-        through ``not``) through positions that all hold here, i.e. are ``members``."""
-        present = {_position(x.uri) for x in members}
-        start = _position(m.uri)
-        out: set[str] = set()
-        todo = [self.positions.get(start, m)]
-        while todo:
-            x = todo.pop()
-            if x.uri in out:
-                continue
-            out.add(x.uri)
-            s = x.schema
-            if not isinstance(s, dict):
-                continue
-            if _changes_base(s):
-                x = Member(x.uri, s, self.rebase(x.base, s))
-            children = []
-            if isinstance(s.get("$ref"), str):
-                children.append(self.resolve(s["$ref"], x))
-            if isinstance(s.get("$dynamicRef"), str):
-                children.append(self.dynamic_target(x))
-            for kw in ("allOf", "anyOf", "oneOf"):
-                children += [Member(f"{x.uri}/{kw}/{i}", b, x.base)
-                             for i, b in enumerate(s.get(kw) or ())]
-            if "if" in s:
-                children += [Member(f"{x.uri}/{kw}", s[kw], x.base)
-                             for kw in ("if", "then", "else") if kw in s]
-            for kw in ("dependentSchemas", "dependencies"):
-                for k, b in (s.get(kw) or {}).items():
-                    if isinstance(b, (dict, bool)):
-                        children.append(Member(f"{x.uri}/{kw}/{_escape(k)}", b, x.base))
-            todo += [self.positions.get(c.uri, c) for c in children if c.uri in present]
-        return out
-
-    def evaluated(self, members: list[Member], kw: str) -> list[Member]:
-        """For each member with ``kw`` (unevaluatedProperties/Items): a member that holds
-        it as additionalProperties/items past what its in-place subschemas evaluate."""
-        out = []
-        for m in members:
-            u = m.schema.get(kw)
-            if kw not in m.schema or u is True:
-                continue
-            reach = self.annotators(m, members)
-            mine = _position(m.uri)
-            helpers = [x for x in members if _position(x.uri) in reach]
-            u_ref = {"~ref": Member(f"{m.uri}/{kw}", u, m.base)}
-            if kw == "unevaluatedProperties":
-                if any("additionalProperties" in x.schema or not self.default_additional(
-                        x.schema) or (kw in x.schema and _position(x.uri) != mine)
-                        for x in helpers):
-                    continue  # every property is evaluated
-                names = {k: True for x in helpers for k in x.schema.get("properties") or {}}
-                patterns = {p: True for x in helpers
-                            for p in self.pattern_properties(x)}
-                schema = {"properties": names, "patternProperties": patterns,
-                          "additionalProperties": u_ref}
-            else:
-                if any(("items" in x.schema and not isinstance(x.schema["items"], list))
-                       or "additionalItems" in x.schema and isinstance(x.schema.get("items"),
-                                                                        list)
-                       or (kw in x.schema and _position(x.uri) != mine) for x in helpers):
-                    continue  # every item is evaluated
-                prefix = max((len(_prefix(x.schema)) for x in helpers), default=0)
-                contains = [{"~ref": Member(f"{x.uri}/contains", x.schema["contains"], x.base)}
-                            for x in helpers if "contains" in x.schema]
-                rest = {"anyOf": contains + [u_ref]} if contains else u_ref
-                schema = {"prefixItems": [True] * prefix, "items": rest}
-            out.append(Member(f"{m.uri}/~{kw}", _opened(schema), m.base))
-        return out
 
     def typed(self, members: list[Member]) -> Expr:
         types = set(TYPES)
@@ -1066,226 +893,6 @@ class _SchemaCompiler:
 
         return Seq((text("["), js.ws(), tail(0, True), js.ws(), text("]")))
 
-    def unique_array(self, m: Member, min_i: int, max_i: int | None, prefix_len: int,
-                     at_members) -> Expr | None:
-        """``uniqueItems`` where every item has finitely many possible values (enum,
-        const, booleans, null): arrays of pairwise distinct values, each item also meeting
-        its own schema. Such arrays are bounded by the number of values. None (lenient):
-        not enforceable here, ignored."""
-        longest = max_i if at_members(None) is not None else min(
-            prefix_len, max_i if max_i is not None else prefix_len)
-        if longest is not None and longest <= 1:
-            return None  # at most one item: always unique
-        js = self.json
-        sep = js.item_sep()
-        values: list = []  # every candidate value, once (JSON equality)
-        domains: dict[int | None, tuple[list[Member], list[int]] | None] = {}
-
-        def domain(i: int | None):
-            if i not in domains:
-                subs = at_members(i)
-                if subs is None:
-                    domains[i] = None
-                    return None
-                expanded = self.expand(subs)
-                cands = [] if expanded is None else self.enumerated(expanded)
-                if cands is None:
-                    types = set(TYPES)
-                    for x in expanded:
-                        t = x.schema.get("type")
-                        if t is not None:
-                            types &= {t} if isinstance(t, str) else set(t)
-                    if not types <= {"null", "boolean"}:
-                        raise _Infinite
-                    cands = [v for v in (None, True, False) if _json_type(v) in types]
-                ids = []
-                for v in cands:
-                    k = next((j for j, u in enumerate(values) if _json_equal(u, v)), None)
-                    if k is None:
-                        values.append(v)
-                        k = len(values) - 1
-                    ids.append(k)
-                domains[i] = (subs, ids)
-            return domains[i]
-
-        try:
-            domain(None)
-            for i in range(prefix_len):
-                domain(i)
-        except _Infinite:
-            self.unsupported("uniqueItems on items with infinitely many values", m,
-                             "uniqueItems")
-            return None
-        memo: dict[tuple[int, frozenset[int]], Expr] = {}
-
-        def tail(i: int, used: frozenset[int]) -> Expr:
-            key = (i, used)
-            if key in memo:
-                return memo[key]
-            if len(memo) >= 4096:
-                raise LimitExceeded("uniqueItems needs too many states")
-            options: list[Expr] = []
-            if i >= min_i:
-                options.append(Terminal(rx.EPS))
-            d = domain(i if i < prefix_len else None)
-            if d is not None and (max_i is None or i < max_i):
-                subs, ids = d
-                for k in ids:
-                    if k in used:
-                        continue
-                    item = self.conj_ref(subs + [Member(f"{m.uri}/~unique/{k}",
-                                                        {"const": values[k]}, m.base)])
-                    options.append(Seq((item if i == 0 else Seq((sep, item)),
-                                        tail(i + 1, used | {k}))))
-            rule = f"arr{len(self.rules)}"
-            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
-            memo[key] = Ref(rule)
-            return memo[key]
-
-        return Seq((text("["), js.ws(), tail(0, frozenset()), js.ws(), text("]")))
-
-    def multi_counted_array(self, counts: list[tuple[Member, int, int | None]], min_i: int,
-                            max_i: int | None, prefix_len: int, at_members) -> Expr:
-        """Several ``contains`` at once: each item is credited to a set of them (it must
-        match those; it must fail those with a ``maxContains``, whose counts are exact),
-        and the state is the count per ``contains``, capped where it stops mattering."""
-        if len(counts) > 3:
-            self.unsupported("more than 3 contains at one position", counts[3][0], "contains")
-            counts = counts[:3]  # lenient: the others are ignored
-        js = self.json
-        sep = js.item_sep()
-        hits = [Member(m.uri + "/contains", m.schema["contains"], m.base) for m, _, _ in counts]
-        steady = max(prefix_len, min_i)
-        memo: dict[tuple, Expr] = {}
-        kinds_memo: dict[int | None, list | None] = {}
-
-        def kinds(i: int | None) -> list[tuple[tuple[int, ...], Expr]] | None:
-            """(credited flags, item expression) for each credit set at position i."""
-            if i not in kinds_memo:
-                subs = at_members(i)
-                if subs is None:
-                    kinds_memo[i] = None
-                else:
-                    out = []
-                    for mask in range(1 << len(counts)):
-                        flags = tuple(mask >> t & 1 for t in range(len(counts)))
-                        extra = [hits[t] if f else _negated(hits[t])
-                                 for t, f in enumerate(flags)
-                                 if f or counts[t][2] is not None]
-                        out.append((flags, self.conj_ref(subs + extra) if subs or extra
-                                    else js.any_value()))
-                    kinds_memo[i] = out
-            return kinds_memo[i]
-
-        def tail(i: int, h: tuple[int, ...], first: bool) -> Expr:
-            if any(hi is not None and n > hi for n, (_, _, hi) in zip(h, counts, strict=True)):
-                return Terminal(rx.EMPTY)
-            h = tuple(min(n, lo) if hi is None else n
-                      for n, (_, lo, hi) in zip(h, counts, strict=True))
-            if max_i is None:
-                i = min(i, steady)
-            key = (i, h, first)
-            if key in memo:
-                return memo[key]
-            if len(memo) >= 4096:
-                raise LimitExceeded("contains with item counts needs too many states")
-            rule = f"arr{len(self.rules)}"
-            self.rules[rule] = Terminal(rx.EMPTY)
-            memo[key] = Ref(rule)
-            options: list[Expr] = []
-            if i >= min_i and all(n >= lo for n, (_, lo, _) in zip(h, counts, strict=True)):
-                options.append(Terminal(rx.EPS))
-            ks = kinds(i if i < steady or max_i is not None else None) \
-                if max_i is None or i < max_i else None
-            for flags, item in ks or ():
-                nxt = tuple(n + f for n, f in zip(h, flags, strict=True))
-                options.append(Seq((item if first else Seq((sep, item)),
-                                    tail(i + 1, nxt, False))))
-            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
-            return memo[key]
-
-        return Seq((text("["), js.ws(), tail(0, (0,) * len(counts), True), js.ws(), text("]")))
-
-    def counted_array(self, members: list[Member], m: Member, lo: int, hi: int | None,
-                      min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
-        """An array with ``lo..hi`` items matching ``contains`` (exact: with a ``hi``, the
-        other items are the complement of ``contains``), item counts and prefixes."""
-        js = self.json
-        if hi is not None and hi < lo:
-            return Terminal(rx.EMPTY)
-        sep = js.item_sep()
-        hit_m = Member(m.uri + "/contains", m.schema["contains"], m.base)
-        steady = max(prefix_len, min_i)  # from here on positions are alike (no maxItems)
-        memo: dict[tuple[int, int, bool], Expr] = {}
-        budget = 4096
-
-        def kinds(i: int | None) -> tuple[Expr, Expr, Expr] | None:
-            """(any item, a hit, a miss) at position i; None when no item may be there."""
-            subs = at_members(i)
-            if subs is None:
-                return None
-            anything = self.conj_ref(subs) if subs else js.any_value()
-            hit = self.conj_ref(subs + [hit_m])
-            miss = self.conj_ref(subs + [_negated(hit_m)]) if hi is not None else anything
-            return anything, hit, miss
-
-        def join(first: bool, e: Expr) -> Expr:
-            return e if first else Seq((sep, e))
-
-        def steady_tail(h: int, first: bool) -> Expr:
-            """Items past ``steady`` with unbounded length: misses, then hits each
-            followed by misses, as many hits as still allowed."""
-            a = max(lo - h, 0)
-            b = None if hi is None else hi - h
-            if b is not None and b < a:
-                return Terminal(rx.EMPTY)
-            k = kinds(None)
-            if k is None:
-                return Terminal(rx.EPS if a == 0 else rx.EMPTY)
-            _, hit, miss = k
-            misses = _star(Seq((sep, miss)))
-            hits = Repeat(Seq((sep, hit, misses)), a, b)
-            if not first:
-                return Seq((misses, hits))
-            options: list[Expr] = [Seq((miss, misses, hits))]
-            if b is None or b >= 1:
-                options.append(Seq((hit, misses, Repeat(Seq((sep, hit, misses)),
-                                                         max(a - 1, 0),
-                                                         None if b is None else b - 1))))
-            if a == 0:
-                options.append(Terminal(rx.EPS))
-            return Choice(tuple(options))
-
-        def tail(i: int, h: int, first: bool) -> Expr:
-            if hi is None:
-                h = min(h, lo)
-            if max_i is None and i >= steady:
-                return steady_tail(h, first)
-            key = (i, h, first)
-            if key in memo:
-                return memo[key]
-            if len(memo) >= budget:
-                raise LimitExceeded("contains with item counts needs too many states")
-            rule = f"arr{len(self.rules)}"
-            self.rules[rule] = Terminal(rx.EMPTY)
-            memo[key] = Ref(rule)
-            options: list[Expr] = []
-            if i >= min_i and h >= lo and (hi is None or h <= hi):
-                options.append(Terminal(rx.EPS))
-            k = kinds(i) if max_i is None or i < max_i else None
-            if k is not None:
-                anything, hit, miss = k
-                if hi is None and h >= lo:
-                    options.append(Seq((join(first, anything), tail(i + 1, h, False))))
-                else:
-                    if hi is None or h < hi:
-                        options.append(Seq((join(first, hit), tail(i + 1, h + 1, False))))
-                    options.append(Seq((join(first, miss), tail(i + 1, h, False))))
-            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
-            return memo[key]
-
-        return Seq((text("["), js.ws(), tail(0, 0, True), js.ws(), text("]")))
-
     # ------------------------------------------------------------------ oneOf
     def disjoint(self, subs: list[Member]) -> bool:
         """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
@@ -1327,10 +934,6 @@ class _SchemaCompiler:
 # ---------------------------------------------------------------------- helpers
 
 
-class _Infinite(Exception):
-    """An item that may take infinitely many values (uniqueItems cannot enumerate it)."""
-
-
 def _excluded(n: dict) -> list:
     """The values a ``not: {enum/const}`` excludes."""
     values = list(n.get("enum") or []) if "enum" in n else None
@@ -1362,38 +965,15 @@ def _sigs_disjoint(a, b) -> bool:
 
 
 def _star(e: Expr) -> Expr:
-    from automask.grammar.ir import Repeat
 
     return Repeat(e, 0, None)
 
 
 def _repeat_with_sep(item: Expr, sep: Expr, lo: int, hi: int | None) -> Expr:
-    from automask.grammar.ir import Repeat
 
     if hi is not None and hi < lo:
         return Terminal(rx.EMPTY)
     return Repeat(Seq((sep, item)), lo, hi)
-
-
-def _prefix(s: dict) -> list:
-    if isinstance(s.get("prefixItems"), list):
-        return s["prefixItems"]
-    if isinstance(s.get("items"), list):  # draft-07 array form
-        return s["items"]
-    return []
-
-
-def _prefix_kw(s: dict) -> str:
-    return "prefixItems" if isinstance(s.get("prefixItems"), list) else "items"
-
-
-def _rest_items(s: dict):
-    """The schema of items past the prefix (None: unconstrained) and its keyword."""
-    if isinstance(s.get("items"), list):
-        return s.get("additionalItems"), "additionalItems"
-    if "items" in s:
-        return s["items"], "items"
-    return None, "items"
 
 
 def _without(schema: dict, kw: str | None = None) -> dict:
@@ -1409,11 +989,6 @@ def _expanded(m: Member) -> Member:
     return Member(m.uri + "/~", _without(m.schema), m.base)
 
 
-def _negated(m: Member) -> Member:
-    """A member that holds where ``m`` fails."""
-    return Member(m.uri + "/~!", {"not": {"~ref": m}, "~open": True}, m.base)
-
-
 def _simple_not(n) -> bool:
     """Whether typed() enforces ``not: n`` directly (types, scalar values, booleans)."""
     if isinstance(n, bool):
@@ -1425,161 +1000,6 @@ def _simple_not(n) -> bool:
         return True
     return kws <= {"enum", "const"} and not any(
         isinstance(v, (dict, list)) for v in _excluded(n))
-
-
-def _opened(x):
-    """A schema the compiler wrote, marked open at every level (``strict`` leaves it)."""
-    if not isinstance(x, dict):
-        return x
-    out = dict(x, **{"~open": True})
-    for k, v in x.items():
-        if k in ("not", "items", "contains"):
-            out[k] = _opened(v)
-        elif k in ("allOf", "anyOf", "oneOf", "prefixItems"):
-            out[k] = [_opened(e) for e in v]
-        elif k == "properties":
-            out[k] = {name: _opened(e) for name, e in v.items()}
-    return out
-
-
-COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
-          "minContains", "maxContains")
-NUMBERS = ("minimum", "maximum", "multipleOf")
-SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
-SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
-
-
-def _check_values(m: Member) -> None:
-    """Malformed keyword values raise wherever they are, not only where their type is
-    possible (``{"type": "integer", "minLength": -1}`` is still a bad schema)."""
-    s = m.schema
-    for kw in COUNTS:
-        if kw in s:
-            _count(s[kw], m, kw)
-    for kw in NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
-        v = s.get(kw)
-        if kw in s and not _num(v) and not (isinstance(v, bool) and kw.startswith("excl")):
-            raise GrammarError(f"{kw} must be a number", _pointer(m, kw))
-    if "multipleOf" in s and s["multipleOf"] <= 0:
-        raise GrammarError("multipleOf must be > 0", _pointer(m, "multipleOf"))
-    if "required" in s and not (isinstance(s["required"], list) and all(
-            isinstance(k, str) for k in s["required"])):
-        raise GrammarError("required must be an array of strings", _pointer(m, "required"))
-    for kw in SCHEMA_MAPS:
-        if kw in s and not isinstance(s[kw], dict):
-            raise GrammarError(f"{kw} must be an object", _pointer(m, kw))
-    for kw in SCHEMA_LISTS:
-        if kw in s and not (isinstance(s[kw], list) and s[kw]):
-            raise GrammarError(f"{kw} must be a non-empty array", _pointer(m, kw))
-    if "prefixItems" in s and not isinstance(s["prefixItems"], list):
-        raise GrammarError("prefixItems must be an array", _pointer(m, "prefixItems"))
-    for kw in ("pattern", "format"):
-        if kw in s and not isinstance(s[kw], str):
-            raise GrammarError(f"{kw} must be a string", _pointer(m, kw))
-    if "enum" in s and not isinstance(s["enum"], list):
-        raise GrammarError("enum must be an array", _pointer(m, "enum"))
-    if "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
-        raise GrammarError("uniqueItems must be a boolean", _pointer(m, "uniqueItems"))
-
-
-SUBSCHEMA = ("additionalProperties", "additionalItems", "items", "contains", "not", "if", "then",
-             "else", "propertyNames", "unevaluatedProperties", "unevaluatedItems")
-
-
-def _subschemas(s: dict, pointer: str) -> list[tuple[str, dict]]:
-    """The (pointer, schema object) pairs directly below ``s`` in known keywords."""
-    out = []
-    for kw, v in s.items():
-        at = f"{pointer}/{_escape(kw)}"
-        if kw in SUBSCHEMA and isinstance(v, dict):
-            out.append((at, v))
-        elif kw in SCHEMA_MAPS + ("dependencies",) and isinstance(v, dict):
-            out += [(f"{at}/{_escape(k)}", x) for k, x in v.items() if isinstance(x, dict)]
-        elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
-            out += [(f"{at}/{i}", x) for i, x in enumerate(v) if isinstance(x, dict)]
-    return out
-
-
-def _check_document(schema, base: str) -> None:
-    """:func:`_check_values` at every schema position of the document, compiled or not."""
-    todo = [("", schema)]
-    while todo:
-        pointer, s = todo.pop()
-        if isinstance(s, dict):
-            _check_values(Member(base + "#" + pointer, s, base))
-            todo += _subschemas(s, pointer)
-
-
-def _mentions_unevaluated(schema) -> bool:
-    """Whether the document has an ``unevaluated*`` keyword other than ``true``."""
-    todo = [schema]
-    while todo:
-        s = todo.pop()
-        if isinstance(s, dict):
-            for k, v in s.items():
-                if k in ("unevaluatedProperties", "unevaluatedItems") and v is not True:
-                    return True
-                if k not in ("enum", "const", "default", "examples"):
-                    todo.append(v)
-        elif isinstance(s, list):
-            todo += s
-    return False
-
-
-def _pending(m: Member) -> bool:
-    return any(k in m.schema and m.schema[k] is not True
-               for k in ("unevaluatedProperties", "unevaluatedItems"))
-
-
-REST_SUFFIX = re.compile(r"(/~|/~anyOf|/~oneOf|/~not)+$")
-
-
-def _scope(uri: str) -> int:
-    """The dynamic scope carried by a member URI (see ``scoped_uri``)."""
-    return int(uri[2:uri.index("|")]) if uri.startswith("~d") else 0
-
-
-def _position(uri: str) -> str:
-    """The schema position of a member: rest variants (a member less the keywords that
-    were distributed or expanded) stand for the member itself."""
-    return REST_SUFFIX.sub("", uri)
-
-
-def _changes_base(schema) -> bool:
-    """Whether ``schema`` has an ``$id`` that sets a base URI (not a ``#name`` anchor)."""
-    return isinstance(schema, dict) and isinstance(schema.get("$id"), str) and \
-        not schema["$id"].startswith("#")
-
-
-def _join(base: str, ref: str) -> str:
-    """``ref`` resolved against ``base`` (RFC 3986), URNs included: ``urljoin`` leaves
-    a fragment-only reference alone on schemes it does not know."""
-    if ref.startswith("#"):
-        return urldefrag(base)[0] + ref
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", ref):
-        return ref
-    return urljoin(base, ref)
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _pointer(m: Member, kw: str | None = None) -> str:
-    frag = m.uri.rsplit("#", 1)[-1]
-    ptr = "#" + frag
-    return ptr if kw is None else f"{ptr}/{kw}"
-
-
-def _count(value, m: Member, kw: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
-            isinstance(value, float) and not value.is_integer()):
-        raise GrammarError(f"{kw} must be a non-negative integer", _pointer(m, kw))
-    return int(value)
-
-
-def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _dec(v) -> Decimal:
@@ -1595,29 +1015,3 @@ def _number_bounds(lo, lo_x, hi, hi_x) -> dict:
     return out
 
 
-def _json_type(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "integer" if v.is_integer() else "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
-def _json_equal(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from automask.schema.members import ANNOTATIONS
+
 STRING_KEYWORDS = ("minLength", "maxLength", "pattern")
 NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # Keywords that expansion follows (their complement is that of what they bring in).
@@ -206,8 +208,6 @@ def _combinators(s: dict, sub: Sub) -> list[dict | bool]:
 
 def _trivial(v) -> bool:
     """Whether a subschema accepts everything (``true`` or only annotations)."""
-    from automask.schema.compiler import ANNOTATIONS
-
     return v is True or (isinstance(v, dict) and not set(v) - ANNOTATIONS)
 
 

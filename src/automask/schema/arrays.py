@@ -1,0 +1,239 @@
+"""Arrays with item counts that need more than a repetition: ``contains`` with
+``minContains``/``maxContains`` (one or several), and ``uniqueItems`` over items
+with finitely many values.
+"""
+
+from __future__ import annotations
+
+from automask.errors import LimitExceeded
+from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal, text
+from automask.regex import nodes as rx
+from automask.schema.members import TYPES, Member, _json_equal, _json_type, _negated
+
+
+class CountedArrays:
+    """Array constructions for the schema compiler (a mixin)."""
+
+    def unique_array(self, m: Member, min_i: int, max_i: int | None, prefix_len: int,
+                     at_members) -> Expr | None:
+        """``uniqueItems`` where every item has finitely many possible values (enum,
+        const, booleans, null): arrays of pairwise distinct values, each item also meeting
+        its own schema. Such arrays are bounded by the number of values. None (lenient):
+        not enforceable here, ignored."""
+        longest = max_i if at_members(None) is not None else min(
+            prefix_len, max_i if max_i is not None else prefix_len)
+        if longest is not None and longest <= 1:
+            return None  # at most one item: always unique
+        js = self.json
+        sep = js.item_sep()
+        values: list = []  # every candidate value, once (JSON equality)
+        domains: dict[int | None, tuple[list[Member], list[int]] | None] = {}
+
+        def domain(i: int | None):
+            if i not in domains:
+                subs = at_members(i)
+                if subs is None:
+                    domains[i] = None
+                    return None
+                expanded = self.expand(subs)
+                cands = [] if expanded is None else self.enumerated(expanded)
+                if cands is None:
+                    types = set(TYPES)
+                    for x in expanded:
+                        t = x.schema.get("type")
+                        if t is not None:
+                            types &= {t} if isinstance(t, str) else set(t)
+                    if not types <= {"null", "boolean"}:
+                        raise _Infinite
+                    cands = [v for v in (None, True, False) if _json_type(v) in types]
+                ids = []
+                for v in cands:
+                    k = next((j for j, u in enumerate(values) if _json_equal(u, v)), None)
+                    if k is None:
+                        values.append(v)
+                        k = len(values) - 1
+                    ids.append(k)
+                domains[i] = (subs, ids)
+            return domains[i]
+
+        try:
+            domain(None)
+            for i in range(prefix_len):
+                domain(i)
+        except _Infinite:
+            self.unsupported("uniqueItems on items with infinitely many values", m,
+                             "uniqueItems")
+            return None
+        memo: dict[tuple[int, frozenset[int]], Expr] = {}
+
+        def tail(i: int, used: frozenset[int]) -> Expr:
+            key = (i, used)
+            if key in memo:
+                return memo[key]
+            if len(memo) >= 4096:
+                raise LimitExceeded("uniqueItems needs too many states")
+            options: list[Expr] = []
+            if i >= min_i:
+                options.append(Terminal(rx.EPS))
+            d = domain(i if i < prefix_len else None)
+            if d is not None and (max_i is None or i < max_i):
+                subs, ids = d
+                for k in ids:
+                    if k in used:
+                        continue
+                    item = self.conj_ref(subs + [Member(f"{m.uri}/~unique/{k}",
+                                                        {"const": values[k]}, m.base)])
+                    options.append(Seq((item if i == 0 else Seq((sep, item)),
+                                        tail(i + 1, used | {k}))))
+            rule = f"arr{len(self.rules)}"
+            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
+            memo[key] = Ref(rule)
+            return memo[key]
+
+        return Seq((text("["), js.ws(), tail(0, frozenset()), js.ws(), text("]")))
+
+    def multi_counted_array(self, counts: list[tuple[Member, int, int | None]], min_i: int,
+                            max_i: int | None, prefix_len: int, at_members) -> Expr:
+        """Several ``contains`` at once: each item is credited to a set of them (it must
+        match those; it must fail those with a ``maxContains``, whose counts are exact),
+        and the state is the count per ``contains``, capped where it stops mattering."""
+        if len(counts) > 3:
+            self.unsupported("more than 3 contains at one position", counts[3][0], "contains")
+            counts = counts[:3]  # lenient: the others are ignored
+        js = self.json
+        sep = js.item_sep()
+        hits = [Member(m.uri + "/contains", m.schema["contains"], m.base) for m, _, _ in counts]
+        steady = max(prefix_len, min_i)
+        memo: dict[tuple, Expr] = {}
+        kinds_memo: dict[int | None, list | None] = {}
+
+        def kinds(i: int | None) -> list[tuple[tuple[int, ...], Expr]] | None:
+            """(credited flags, item expression) for each credit set at position i."""
+            if i not in kinds_memo:
+                subs = at_members(i)
+                if subs is None:
+                    kinds_memo[i] = None
+                else:
+                    out = []
+                    for mask in range(1 << len(counts)):
+                        flags = tuple(mask >> t & 1 for t in range(len(counts)))
+                        extra = [hits[t] if f else _negated(hits[t])
+                                 for t, f in enumerate(flags)
+                                 if f or counts[t][2] is not None]
+                        out.append((flags, self.conj_ref(subs + extra) if subs or extra
+                                    else js.any_value()))
+                    kinds_memo[i] = out
+            return kinds_memo[i]
+
+        def tail(i: int, h: tuple[int, ...], first: bool) -> Expr:
+            if any(hi is not None and n > hi for n, (_, _, hi) in zip(h, counts, strict=True)):
+                return Terminal(rx.EMPTY)
+            h = tuple(min(n, lo) if hi is None else n
+                      for n, (_, lo, hi) in zip(h, counts, strict=True))
+            if max_i is None:
+                i = min(i, steady)
+            key = (i, h, first)
+            if key in memo:
+                return memo[key]
+            if len(memo) >= 4096:
+                raise LimitExceeded("contains with item counts needs too many states")
+            rule = f"arr{len(self.rules)}"
+            self.rules[rule] = Terminal(rx.EMPTY)
+            memo[key] = Ref(rule)
+            options: list[Expr] = []
+            if i >= min_i and all(n >= lo for n, (_, lo, _) in zip(h, counts, strict=True)):
+                options.append(Terminal(rx.EPS))
+            ks = kinds(i if i < steady or max_i is not None else None) \
+                if max_i is None or i < max_i else None
+            for flags, item in ks or ():
+                nxt = tuple(n + f for n, f in zip(h, flags, strict=True))
+                options.append(Seq((item if first else Seq((sep, item)),
+                                    tail(i + 1, nxt, False))))
+            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
+            return memo[key]
+
+        return Seq((text("["), js.ws(), tail(0, (0,) * len(counts), True), js.ws(), text("]")))
+
+    def counted_array(self, members: list[Member], m: Member, lo: int, hi: int | None,
+                      min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
+        """An array with ``lo..hi`` items matching ``contains`` (exact: with a ``hi``, the
+        other items are the complement of ``contains``), item counts and prefixes."""
+        js = self.json
+        if hi is not None and hi < lo:
+            return Terminal(rx.EMPTY)
+        sep = js.item_sep()
+        hit_m = Member(m.uri + "/contains", m.schema["contains"], m.base)
+        steady = max(prefix_len, min_i)  # from here on positions are alike (no maxItems)
+        memo: dict[tuple[int, int, bool], Expr] = {}
+        budget = 4096
+
+        def kinds(i: int | None) -> tuple[Expr, Expr, Expr] | None:
+            """(any item, a hit, a miss) at position i; None when no item may be there."""
+            subs = at_members(i)
+            if subs is None:
+                return None
+            anything = self.conj_ref(subs) if subs else js.any_value()
+            hit = self.conj_ref(subs + [hit_m])
+            miss = self.conj_ref(subs + [_negated(hit_m)]) if hi is not None else anything
+            return anything, hit, miss
+
+        def join(first: bool, e: Expr) -> Expr:
+            return e if first else Seq((sep, e))
+
+        def steady_tail(h: int, first: bool) -> Expr:
+            """Items past ``steady`` with unbounded length: misses, then hits each
+            followed by misses, as many hits as still allowed."""
+            a = max(lo - h, 0)
+            b = None if hi is None else hi - h
+            if b is not None and b < a:
+                return Terminal(rx.EMPTY)
+            k = kinds(None)
+            if k is None:
+                return Terminal(rx.EPS if a == 0 else rx.EMPTY)
+            _, hit, miss = k
+            misses = Repeat(Seq((sep, miss)), 0, None)
+            hits = Repeat(Seq((sep, hit, misses)), a, b)
+            if not first:
+                return Seq((misses, hits))
+            options: list[Expr] = [Seq((miss, misses, hits))]
+            if b is None or b >= 1:
+                options.append(Seq((hit, misses, Repeat(Seq((sep, hit, misses)),
+                                                         max(a - 1, 0),
+                                                         None if b is None else b - 1))))
+            if a == 0:
+                options.append(Terminal(rx.EPS))
+            return Choice(tuple(options))
+
+        def tail(i: int, h: int, first: bool) -> Expr:
+            if hi is None:
+                h = min(h, lo)
+            if max_i is None and i >= steady:
+                return steady_tail(h, first)
+            key = (i, h, first)
+            if key in memo:
+                return memo[key]
+            if len(memo) >= budget:
+                raise LimitExceeded("contains with item counts needs too many states")
+            rule = f"arr{len(self.rules)}"
+            self.rules[rule] = Terminal(rx.EMPTY)
+            memo[key] = Ref(rule)
+            options: list[Expr] = []
+            if i >= min_i and h >= lo and (hi is None or h <= hi):
+                options.append(Terminal(rx.EPS))
+            k = kinds(i) if max_i is None or i < max_i else None
+            if k is not None:
+                anything, hit, miss = k
+                if hi is None and h >= lo:
+                    options.append(Seq((join(first, anything), tail(i + 1, h, False))))
+                else:
+                    if hi is None or h < hi:
+                        options.append(Seq((join(first, hit), tail(i + 1, h + 1, False))))
+                    options.append(Seq((join(first, miss), tail(i + 1, h, False))))
+            self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
+            return memo[key]
+
+        return Seq((text("["), js.ws(), tail(0, 0, True), js.ws(), text("]")))
+
+
+class _Infinite(Exception):
+    """An item that may take infinitely many values (uniqueItems cannot enumerate it)."""

@@ -1,0 +1,84 @@
+"""Well-formed keyword values, checked at every schema position of a document.
+
+A malformed value is an error wherever it is, not only where the compiler
+happens to read it (``{"type": "integer", "minLength": -1}`` is a bad schema
+even though no string is ever checked against it).
+"""
+
+from __future__ import annotations
+
+from automask.errors import GrammarError
+from automask.schema.members import Member, _count, _escape, _num, _pointer
+
+COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+          "minContains", "maxContains")
+
+
+NUMBERS = ("minimum", "maximum", "multipleOf")
+
+
+SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
+
+
+SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
+
+
+SUBSCHEMA = ("additionalProperties", "additionalItems", "items", "contains", "not", "if", "then",
+             "else", "propertyNames", "unevaluatedProperties", "unevaluatedItems")
+
+
+def _check_values(m: Member) -> None:
+    """Malformed keyword values raise wherever they are, not only where their type is
+    possible (``{"type": "integer", "minLength": -1}`` is still a bad schema)."""
+    s = m.schema
+    for kw in COUNTS:
+        if kw in s:
+            _count(s[kw], m, kw)
+    for kw in NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
+        v = s.get(kw)
+        if kw in s and not _num(v) and not (isinstance(v, bool) and kw.startswith("excl")):
+            raise GrammarError(f"{kw} must be a number", _pointer(m, kw))
+    if "multipleOf" in s and s["multipleOf"] <= 0:
+        raise GrammarError("multipleOf must be > 0", _pointer(m, "multipleOf"))
+    if "required" in s and not (isinstance(s["required"], list) and all(
+            isinstance(k, str) for k in s["required"])):
+        raise GrammarError("required must be an array of strings", _pointer(m, "required"))
+    for kw in SCHEMA_MAPS:
+        if kw in s and not isinstance(s[kw], dict):
+            raise GrammarError(f"{kw} must be an object", _pointer(m, kw))
+    for kw in SCHEMA_LISTS:
+        if kw in s and not (isinstance(s[kw], list) and s[kw]):
+            raise GrammarError(f"{kw} must be a non-empty array", _pointer(m, kw))
+    if "prefixItems" in s and not isinstance(s["prefixItems"], list):
+        raise GrammarError("prefixItems must be an array", _pointer(m, "prefixItems"))
+    for kw in ("pattern", "format"):
+        if kw in s and not isinstance(s[kw], str):
+            raise GrammarError(f"{kw} must be a string", _pointer(m, kw))
+    if "enum" in s and not isinstance(s["enum"], list):
+        raise GrammarError("enum must be an array", _pointer(m, "enum"))
+    if "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
+        raise GrammarError("uniqueItems must be a boolean", _pointer(m, "uniqueItems"))
+
+
+def _subschemas(s: dict, pointer: str) -> list[tuple[str, dict]]:
+    """The (pointer, schema object) pairs directly below ``s`` in known keywords."""
+    out = []
+    for kw, v in s.items():
+        at = f"{pointer}/{_escape(kw)}"
+        if kw in SUBSCHEMA and isinstance(v, dict):
+            out.append((at, v))
+        elif kw in SCHEMA_MAPS + ("dependencies",) and isinstance(v, dict):
+            out += [(f"{at}/{_escape(k)}", x) for k, x in v.items() if isinstance(x, dict)]
+        elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
+            out += [(f"{at}/{i}", x) for i, x in enumerate(v) if isinstance(x, dict)]
+    return out
+
+
+def _check_document(schema, base: str) -> None:
+    """:func:`_check_values` at every schema position of the document, compiled or not."""
+    todo = [("", schema)]
+    while todo:
+        pointer, s = todo.pop()
+        if isinstance(s, dict):
+            _check_values(Member(base + "#" + pointer, s, base))
+            todo += _subschemas(s, pointer)

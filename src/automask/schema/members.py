@@ -1,0 +1,121 @@
+"""Schema positions and the small helpers every part of the schema compiler shares.
+
+A :class:`Member` is one schema object at one position (its URI: base URI plus
+JSON pointer, which identifies it in the compiler's memo) with the base URI its
+``$ref``s resolve against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from automask.errors import GrammarError
+
+ANNOTATIONS = frozenset({
+    "$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
+    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    "contentEncoding", "contentMediaType", "contentSchema", "$dynamicAnchor",
+    "~open",  # internal: a schema the compiler wrote (see _opened)
+})
+
+
+@dataclass(frozen=True)
+class Member:
+    """One schema object of a conjunction, with where it is and how its refs resolve."""
+
+    uri: str  # base URI + "#" + JSON pointer: identifies the position
+    schema: object
+    base: str = field(compare=False)
+
+
+def _negated(m: Member) -> Member:
+    """A member that holds where ``m`` fails."""
+    return Member(m.uri + "/~!", {"not": {"~ref": m}, "~open": True}, m.base)
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(m: Member, kw: str | None = None) -> str:
+    frag = m.uri.rsplit("#", 1)[-1]
+    ptr = "#" + frag
+    return ptr if kw is None else f"{ptr}/{kw}"
+
+
+def _count(value, m: Member, kw: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
+            isinstance(value, float) and not value.is_integer()):
+        raise GrammarError(f"{kw} must be a non-negative integer", _pointer(m, kw))
+    return int(value)
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _json_type(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "integer" if v.is_integer() else "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _json_equal(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+
+
+def _prefix(s: dict) -> list:
+    if isinstance(s.get("prefixItems"), list):
+        return s["prefixItems"]
+    if isinstance(s.get("items"), list):  # draft-07 array form
+        return s["items"]
+    return []
+
+
+def _prefix_kw(s: dict) -> str:
+    return "prefixItems" if isinstance(s.get("prefixItems"), list) else "items"
+
+
+def _rest_items(s: dict):
+    """The schema of items past the prefix (None: unconstrained) and its keyword."""
+    if isinstance(s.get("items"), list):
+        return s.get("additionalItems"), "additionalItems"
+    if "items" in s:
+        return s["items"], "items"
+    return None, "items"
+
+
+def _opened(x):
+    """A schema the compiler wrote, marked open at every level (``strict`` leaves it)."""
+    if not isinstance(x, dict):
+        return x
+    out = dict(x, **{"~open": True})
+    for k, v in x.items():
+        if k in ("not", "items", "contains"):
+            out[k] = _opened(v)
+        elif k in ("allOf", "anyOf", "oneOf", "prefixItems"):
+            out[k] = [_opened(e) for e in v]
+        elif k == "properties":
+            out[k] = {name: _opened(e) for name, e in v.items()}
+    return out
