@@ -32,6 +32,7 @@ import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 
+from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower, text
 from automask.regex import nodes as rx
@@ -167,6 +168,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         if name is None:
             if len(self._memo) >= self.options.max_rules:
                 raise LimitExceeded(f"schema needs more than {self.options.max_rules} rules")
+            check_time()  # distributions (oneOf, not, anyOf subsets) can multiply rules
             name = f"s{len(self._memo)}:{key[0].rsplit('#', 1)[-1][-40:] or '/'}"
             self._memo[key] = name
             self.rules[name] = self.conj(members)
