@@ -203,3 +203,17 @@ def tiny_spm_vocab(tiny_spm_path):
     from automask.vocab import Vocabulary
 
     return Vocabulary.from_file(tiny_spm_path)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="also run the full tiers (the whole MaskBench dev set: hours)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--full"):
+        return
+    skip = pytest.mark.skip(reason="full tier: run with pytest --full")
+    for item in items:
+        if "full" in item.keywords:
+            item.add_marker(skip)
