@@ -917,6 +917,22 @@ def test_lenient_warns_and_compiles(schema, keyword, _pointer):
     assert grammar.productions
 
 
+def test_lenient_anyof_under_unevaluated_is_stricter(tiny_bpe_vocab):
+    """Past 6 anyOf branches under unevaluatedProperties, lenient distributes one branch at
+    a time: the other branches' annotations are lost, which only rejects more."""
+    schema = {"type": "object", "unevaluatedProperties": False,
+              "anyOf": [{"properties": {f"k{i}": {"type": "integer"}}} for i in range(7)]}
+    with pytest.raises(UnsupportedFeature, match="anyOf"):
+        Grammar.from_json_schema(schema)
+    with pytest.warns(UserWarning, match="anyOf"):
+        compiled = automask.compile(Grammar.from_json_schema(schema, lenient=True),
+                                    tiny_bpe_vocab)
+    assert accepts_bytes(compiled, '{"k1": 1}')
+    assert not accepts_bytes(compiled, '{"k1": "x"}')
+    assert not accepts_bytes(compiled, '{"z": 1}')
+    assert not accepts_bytes(compiled, '{"k1": 1, "k2": 2}')  # valid, but lenient is stricter
+
+
 def test_lenient_ignores_only_the_unsupported_keyword(tiny_bpe_vocab):
     schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True,
               "maxItems": 2}
