@@ -41,9 +41,9 @@ RECORDS = [
          {"data": [], "valid": True, "description": ""},
          {"data": ["c"], "valid": False, "description": "not in enum"},
      ]},
-    {"id": "Kubernetes---kb_1", "schema": {"type": "object", "if": {"required": ["a"]},
-                                           "then": {"required": ["b"]}},
-     "tests": [{"data": {"a": 1, "b": 2}, "valid": True, "description": ""}]},
+    {"id": "Kubernetes---kb_1", "schema": {"type": "array", "items": {"type": "string"},
+                                           "uniqueItems": True},
+     "tests": [{"data": ["a", "b"], "valid": True, "description": ""}]},
     {"id": "Glaiveai2K---mislabelled_valid", "schema": {"type": "integer"}, "tests": [
         {"data": 5, "valid": True, "description": ""},
         {"data": "five", "valid": True, "description": "mislabelled: a string"},
@@ -119,7 +119,8 @@ def test_maskbench_counts_and_json(tiny_bpe_path, records_path, tmp_path, capsys
     assert total["validation_errors"] == 1
     assert total["invalidation_errors"] == 1
     assert total["timeouts"] == total["crashes"] == 0
-    assert total["compile_error_keywords"] == {"if/then/else": 1}
+    assert total["compile_error_keywords"] == {
+        "uniqueItems on items with infinitely many values": 1}
     assert total["tbm_us"]["count"] == total["tokens"] > 0
     assert total["ttfm_ms"]["count"] == 5  # every schema but the one that does not compile
     assert total["tests"] == 11  # the instances of the five schemas that compiled
@@ -132,7 +133,7 @@ def test_maskbench_counts_and_json(tiny_bpe_path, records_path, tmp_path, capsys
 
     by_id = {s["id"]: s for s in ours["schemas"]}
     assert [s["id"] for s in ours["schemas"]] == [r["id"] for r in RECORDS]
-    assert by_id["Kubernetes---kb_1"]["error"] == "if/then/else"
+    assert by_id["Kubernetes---kb_1"]["error"].startswith("uniqueItems")
     (bad,) = by_id["Glaiveai2K---mislabelled_invalid"]["failures"]
     assert bad["kind"] == "invalidation" and bad["instance"] == "7"
     assert bad["reason"] == "" and bad["position"] > 0
@@ -142,7 +143,7 @@ def test_maskbench_counts_and_json(tiny_bpe_path, records_path, tmp_path, capsys
     assert by_id["JME_3"]["outcome"] == "pass"
 
     text = capsys.readouterr().out
-    assert "top compile errors (automask, 1 schemas)" in text and "if/then/else" in text
+    assert "top compile errors (automask, 1 schemas)" in text and "uniqueItems" in text
     assert "INVALID INSTANCE ACCEPTED: Glaiveai2K---mislabelled_invalid" in text
     assert "Github_easy" in text and "total" in text
 
@@ -276,10 +277,11 @@ def _write_suite(folder: Path) -> Path:
         {"description": "nothing", "schema": {"allOf": [{"type": "string"}, {"type": "null"}]},
          "tests": [{"description": "null", "data": None, "valid": False}]},
     ]))
-    (folder / "if-then-else.json").write_text(json.dumps([
-        {"description": "if", "schema": {"if": {"type": "integer"}, "then": {"minimum": 3}},
-         "tests": [{"description": "x", "data": 4, "valid": True},
-                   {"description": "y", "data": 1, "valid": False}]},
+    (folder / "uniqueItems.json").write_text(json.dumps([
+        {"description": "unique strings", "schema": {"items": {"type": "string"},
+                                                      "uniqueItems": True},
+         "tests": [{"description": "x", "data": ["a"], "valid": True},
+                   {"description": "y", "data": ["a", "a"], "valid": False}]},
     ]))
     (folder / "optional").mkdir()
     (folder / "optional" / "ignored.json").write_text("not json: never read")
@@ -292,17 +294,17 @@ def test_jsts_counts_and_json(tiny_bpe_path, tmp_path, capsys):
     assert _run(["bench", "jsts", "--suite", suite, "--tokenizer", tiny_bpe_path,
                  "--json", out]) == 0
     result = json.loads(out.read_text())
-    assert list(result["files"]) == ["if-then-else", "type"]
+    assert list(result["files"]) == ["type", "uniqueItems"]
     t = result["files"]["type"]
     assert (t["cases"], t["passed"], t["wrong_accepts"], t["wrong_rejects"],
             t["unsupported"], t["crashes"]) == (5, 3, 1, 1, 0, 0)
     assert {f["kind"] for f in t["failures"]} == {"wrong accept", "wrong reject"}
-    i = result["files"]["if-then-else"]
+    i = result["files"]["uniqueItems"]
     assert (i["cases"], i["unsupported"], i["passed"]) == (2, 2, 0)
     assert result["totals"] == {"cases": 7, "passed": 3, "wrong_accepts": 1,
                                 "wrong_rejects": 1, "unsupported": 2, "crashes": 0}
     assert result["top_unsupported_reasons"][0]["cases"] == 2
-    assert "if/then/else" in result["top_unsupported_reasons"][0]["reason"]
+    assert "uniqueItems" in result["top_unsupported_reasons"][0]["reason"]
     text = capsys.readouterr().out
     assert "keyword file" in text and "TOTAL" in text and "top unsupported reasons" in text
     assert "WRONG ACCEPT: type: integers / mislabelled: an int" in text

@@ -37,9 +37,10 @@ class Limits:
     scan_cache_bytes: int = 8 << 20
     decision_cache_bytes: int = 4 << 20
     max_forced_bytes: int = 4096
-    #: wall-clock limits (seconds; None: none), past which LimitExceeded is raised
+    #: time limits in seconds of the calling thread's CPU time (None: none), past
+    #: which LimitExceeded is raised: compiling, and one mask or token commit
     max_compile_seconds: float | None = 2.0
-    max_mask_seconds: float | None = 2.0
+    max_mask_seconds: float | None = 5.0
 
 
 _roots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

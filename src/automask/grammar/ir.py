@@ -144,7 +144,7 @@ class Grammar:
         Options: ``whitespace`` ("flexible", "compact" or an indent),
         ``strict`` (absent additionalProperties means false), ``lenient``
         (warn about and ignore unsupported keywords instead of raising),
-        ``max_whitespace``, ``max_rules``, ``max_seconds`` (wall-clock limit,
+        ``max_whitespace``, ``max_rules``, ``max_seconds`` (CPU-time limit,
         default 2; None: none; past it :class:`LimitExceeded`). See
         :mod:`automask.schema.compiler`.
         """
@@ -183,7 +183,7 @@ class Grammar:
 # --------------------------------------------------------------------------- lowering
 
 MAX_PRODUCTIONS = 200_000
-SCHEMA_SECONDS = 2.0  # default wall-clock limit of a JSON Schema compile
+SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
 
 
 def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
