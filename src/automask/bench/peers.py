@@ -247,11 +247,97 @@ class LLGuidanceEngine(Engine):
         return self._np.allocate_token_bitmask(1, self.tokenizer.vocab_size)
 
 
+class XGrammarEngine(Engine):
+    """XGrammar through its Python API (``GrammarCompiler``, ``GrammarMatcher``).
+
+    Compile is ``GrammarCompiler.compile_*`` (XGrammar precomputes its
+    adaptive token mask cache there); each sequence is a new
+    ``GrammarMatcher`` over the compiled grammar. JSON Schemas use
+    ``any_whitespace=True`` (json.dumps' separators must pass) and
+    ``strict_mode=False`` (absent additionalProperties allows extra keys, as
+    the spec and the MaskBench protocol say). XGrammar fills torch bitmasks;
+    the adapter fills a torch view of a NumPy array, so the bench reads bits
+    the same way for every engine. Installing it: ``pip install --no-deps
+    xgrammar apache-tvm-ffi`` next to the CPU torch (its declared dependencies
+    pull CUDA packages).
+    """
+
+    name = "xgrammar"
+    JSON_OPTIONS: dict[str, Any] = {"any_whitespace": True, "strict_mode": False}
+
+    def __init__(self) -> None:
+        try:
+            import torch
+            import xgrammar
+        except ImportError as e:
+            raise PeerError("xgrammar is not installed (pip install --no-deps xgrammar "
+                            "apache-tvm-ffi, with torch)") from e
+        self._xgr = xgrammar
+        self._torch = torch
+        self.compiler: Any = None
+        self.size = 0
+
+    @property
+    def version(self) -> str:
+        from importlib.metadata import version
+
+        return version("xgrammar")
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"json_schema": dict(self.JSON_OPTIONS)}
+
+    def prepare(self, tokenizer_path: str, vocab: Any) -> None:
+        try:
+            from transformers import PreTrainedTokenizerFast
+
+            path = tokenizer_path
+            if not path.endswith(".json"):
+                path = path.rstrip("/") + "/tokenizer.json"
+            hf = PreTrainedTokenizerFast(tokenizer_file=path)
+            info = self._xgr.TokenizerInfo.from_huggingface(
+                hf, vocab_size=vocab.size, stop_token_ids=list(vocab.eos_token_ids) or None)
+            self.compiler = self._xgr.GrammarCompiler(info)
+        except Exception as e:
+            raise PeerError(f"xgrammar cannot load {tokenizer_path}: {_one_line(str(e))}") from e
+        self.size = vocab.size
+
+    def parse(self, spec: GrammarSpec) -> Any:
+        return spec
+
+    def compile(self, parsed: GrammarSpec) -> Any:
+        c = self.compiler
+        try:
+            if parsed.kind == "json":
+                return c.compile_json_schema(parsed.text, **self.JSON_OPTIONS)
+            if parsed.kind == "gbnf":
+                return c.compile_grammar(parsed.text)
+            if parsed.kind == "regex":
+                return c.compile_grammar(self._xgr.Grammar.from_regex(parsed.text))
+        except Exception as e:
+            raise PeerError(f"xgrammar rejects the grammar: {_one_line(str(e))[:200]}") from e
+        raise PeerError(f"xgrammar has no {parsed.kind} front-end here")
+
+    def new_sequence(self, compiled: Any) -> SequenceOps:
+        m = self._xgr.GrammarMatcher(compiled)
+        view = self._view
+
+        def fill(_bitmask: np.ndarray) -> None:
+            m.fill_next_token_bitmask(view, 0)
+
+        return SequenceOps(fill, m.accept_token, m.is_completed, _no_error)
+
+    def allocate_bitmask(self) -> np.ndarray:
+        out = np.full((1, (self.size + 31) // 32), -1, dtype=np.int32)
+        self._view = self._torch.from_numpy(out)  # shares memory with ``out``
+        return out
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-PEERS: dict[str, type[Engine]] = {"llguidance": LLGuidanceEngine}
+PEERS: dict[str, type[Engine]] = {"llguidance": LLGuidanceEngine, "xgrammar": XGrammarEngine}
 
 
 def make_peer(name: str) -> Engine:
