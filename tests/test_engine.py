@@ -553,6 +553,32 @@ def test_forced_tokens_with_encoder(pattern, vocab):
     assert data + f.forced_bytes() == forced or not f.forced_bytes()
 
 
+@pytest.mark.parametrize("pattern", [
+    r'\{"end_time":[0-9]\}',
+    r'\{"name": "[a-z]+", "age": \d+\}',
+    r"The answer is (yes|no)\.",
+    r"<think>\n(a|b)+\n</think>",
+])
+def test_forced_last_token_kept_exactly_when_nothing_longer_is_legal(pattern, vocab):
+    """The last token of the forced bytes is forced too iff, after the tokens before
+    it, no legal token is a longer string starting with its bytes (brute force)."""
+    m = Matcher(automask.compile(Grammar.from_regex(pattern), vocab))
+    forced = m.forced_bytes()
+    text = forced.decode("utf-8", errors="ignore")
+    encoded = vocab.encode(text)
+    if not text or not m.compiled.runtime.advance(m.config, text.encode()).threads:
+        return  # the grammar ends there: nothing is held back anyway
+    head = m.fork()
+    assert head.accept_tokens(encoded[:-1]) == len(encoded) - 1
+    last = vocab.tokens[encoded[-1]]
+    longer_legal = any(
+        len(tok) > len(last) and tok.startswith(last) and head.is_allowed(t)
+        for t, tok in enumerate(vocab.tokens) if tok and t not in vocab.special_ids)
+    tokens = m.forced_tokens()
+    assert tokens[: len(encoded) - 1] == encoded[:-1]
+    assert (tokens[len(encoded) - 1: len(encoded)] == [encoded[-1]]) == (not longer_legal)
+
+
 def test_forced_tokens_at_a_choice_and_at_the_end(tiny_bpe_vocab):
     v = tiny_bpe_vocab
     m = Matcher(automask.compile(Grammar.from_choices(["alpha", "beta"]), v))

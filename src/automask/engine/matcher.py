@@ -187,6 +187,27 @@ class Matcher:
             config = runtime.step(config, byte)
         return bytes(out)
 
+    def _last_is_final(self, tokens: list[int]) -> bool:
+        """Whether the last of ``tokens`` (forced bytes, encoded) can be forced too.
+
+        More text follows, so the last token could merge with it; it cannot
+        when, after the tokens before it, no legal token is a longer string
+        starting with its bytes (``":"`` before a string value, when no legal
+        token spells ``":"`` plus more).
+        """
+        head = self.fork()
+        if head.accept_tokens(tokens[:-1]) != len(tokens) - 1:
+            return False
+        root = self.compiled.root
+        last = self._tokens[tokens[-1]]
+        rows = root.trie.rows_with_prefix(last)
+        longer = [r for r in rows if int(root.lengths[r]) > len(last)]
+        if not longer:
+            return True
+        words = head.mask_words()
+        ids = root.ids_for_rows(np.asarray(longer, dtype=np.int64))
+        return not np.any((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1)
+
     def forced_tokens(self, max_tokens: int = 64) -> list[int]:
         """The tokens the grammar forces next (possibly none), without accepting them.
 
@@ -208,7 +229,7 @@ class Matcher:
                 ends_here = cut == len(data) and not probe._runtime.advance(
                     probe.config, data).threads
                 tokens = vocab.encode(text) if text else []
-                if not ends_here:
+                if not ends_here and tokens and not probe._last_is_final(tokens):
                     tokens = tokens[:-1]
             if not tokens:
                 if probe.is_accepting():

@@ -179,6 +179,21 @@ class PrefixTrie:
         self.kid_lo.append(np.zeros(len(self.start[-1]), dtype=np.int32))
         self.kid_hi.append(np.zeros(len(self.start[-1]), dtype=np.int32))
 
+    def rows_with_prefix(self, data: bytes) -> range:
+        """The rows whose bytes start with ``data`` (sorted order makes them a range)."""
+        node = 0
+        for d, b in enumerate(data):
+            lo, hi = int(self.kid_lo[d][node]), int(self.kid_hi[d][node])
+            kids = self.byte[d + 1][lo:hi]
+            i = int(np.searchsorted(kids, b))
+            if i >= len(kids) or kids[i] != b:
+                return range(0)
+            node = lo + i
+        if not data:
+            return range(int(self.end[0][0]))
+        level = len(data)
+        return range(int(self.start[level][node]), int(self.end[level][node]))
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for level in (self.start, self.end, self.byte, self.ends,
