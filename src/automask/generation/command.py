@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from automask.errors import GrammarError
 from automask.grammar.ir import Grammar
 
-DEFAULT_REPETITION_PENALTY = 1.0
+DEFAULT_REPETITION_PENALTY = 1.3  # measured: see README, Generation
 DEFAULT_MAX_TOKENS = 256
 
 

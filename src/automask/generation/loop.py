@@ -76,6 +76,7 @@ def _sample(s: Session, started: float) -> GenerationResult:
 
     state, logits = s.begin(matcher, tokens, trace)
     bitmask = allocate_bitmask(1, s.width)
+    penalized: list[int] = []  # what the repetition penalty looks at (see _penalizable)
 
     while True:
         if s.only_eos_left(matcher):
@@ -84,7 +85,8 @@ def _sample(s: Session, started: float) -> GenerationResult:
             return s.finish(tokens, trace, matcher, FINISH_LENGTH, started)
         if matcher is not None:
             matcher.fill_bitmask(bitmask)
-        (token,), (stats,) = sampler.step(logits[None], bitmask if matcher else None, [tokens])
+        (token,), (stats,) = sampler.step(logits[None], bitmask if matcher else None,
+                                          [penalized])
         trace.append(s.record(len(trace), stats))
         if token in s.eos:
             if matcher is not None:
@@ -93,9 +95,25 @@ def _sample(s: Session, started: float) -> GenerationResult:
         if matcher is not None and not matcher.accept_token(token):
             raise AssertionError(f"the sampler chose token {token}, which the mask refuses")
         tokens.append(token)
+        if _penalizable(s.vocab.tokens[token] if token < len(s.vocab.tokens) else b""):
+            penalized.append(token)
         if s.on_token is not None:
             s.on_token(len(tokens))
         forced = s.forced_after(matcher, p.max_tokens - len(tokens))
         if not forced and (len(tokens) >= p.max_tokens or s.only_eos_left(matcher)):
             continue  # finished: no forward pass for logits nobody would read
         state, logits = s.advance(state, token, forced, tokens, trace)
+
+
+_STRUCTURE = frozenset(b'{}[],:" \t\n\r')
+
+
+def _penalizable(data: bytes) -> bool:
+    """Whether a sampled token counts for the repetition penalty.
+
+    JSON repeats its punctuation, quotes and whitespace by design; penalizing
+    them pushes a small model to close strings and arrays early. Content
+    tokens (words, digits) are what loops are made of. Forced tokens never
+    count: the model did not choose them.
+    """
+    return bool(data) and not set(data) <= _STRUCTURE

@@ -12,8 +12,10 @@ class GenerationParams:
     """Decoding settings; the defaults favour small models (see ``automask generate --help``).
 
     ``temperature == 0`` is greedy. ``repetition_penalty`` (HF/CTRL form) acts
-    on the tokens generated so far, not on the prompt (a prompt that quotes a
-    schema would otherwise penalise the very keys the output needs).
+    on the content tokens the model sampled so far: not on the prompt (a prompt
+    that quotes a schema would otherwise penalise the very keys the output
+    needs), not on forced tokens, and not on JSON punctuation, quotes or
+    whitespace, which JSON repeats by design.
     ``num_beams > 1`` is beam search: deterministic, scored by the sum of legal
     log-probabilities (divided by the length when ``length_normalize``); the
     sampling settings and the penalty do not apply to it. ``chat_template``
