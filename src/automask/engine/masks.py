@@ -171,6 +171,10 @@ class MaskComputer:
         shared.put(key, (part, by_node), _scan_cost(part, crossing))
         return part, crossing
 
+    def cached(self, config: Config) -> Mask | None:
+        """The mask of ``config`` if it is cached (no work at all), else None."""
+        return self._masks.get(config.uid)
+
     def mask(self, config: Config) -> Mask:
         """The mask of ``config`` (cached)."""
         found = self._masks.get(config.uid)  # uids are never reused

@@ -88,8 +88,10 @@ class Matcher:
         data = self._tokens[token_id]
         if not data:
             return None
-        with time_budget(self.compiled.limits.max_mask_seconds, "accepting a token"):
-            after = self._runtime.advance(config, data)
+        after = self._runtime.memoized(config, data)
+        if after is None:
+            with time_budget(self.compiled.limits.max_mask_seconds, "accepting a token"):
+                after = self._runtime.advance(config, data)
         return None if after is self._runtime.dead else after
 
     def accept_token(self, token_id: int) -> bool:
@@ -125,8 +127,10 @@ class Matcher:
     # ---- masks
     def _mask(self):
         masks = self.compiled.masks
-        with time_budget(self.compiled.limits.max_mask_seconds, "computing a token mask"):
-            mask = masks.mask(self._history[-1])
+        mask = masks.cached(self._history[-1])  # the common case: no budget to set up
+        if mask is None:
+            with time_budget(self.compiled.limits.max_mask_seconds, "computing a token mask"):
+                mask = masks.mask(self._history[-1])
         if mask.empty and not self._history[-1].accepting:
             raise NoLegalContinuation(
                 "no token can continue the output here (the vocabulary cannot spell what the "

@@ -146,6 +146,14 @@ class Runtime:
                 return dead
         return config
 
+    def memoized(self, config: Config, data: bytes) -> Config | None:
+        """:meth:`advance` when every transition is already memoized, else None."""
+        for byte in data:
+            config = config.next.get(byte)
+            if config is None:
+                return None
+        return config
+
     def live_bytes(self, config: Config) -> int:
         """Bitmask of the bytes that keep ``config`` alive."""
         live = config.live_bytes
