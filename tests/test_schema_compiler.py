@@ -1113,6 +1113,24 @@ def test_whitespace_indent(tiny_bpe_vocab):
         assert not accepts_bytes(c, text), text
 
 
+def test_strict_times_have_no_leap_second(vocab):
+    """``strict`` leaves out ``:60``, which ``jsonschema``'s own checker rejects."""
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"t": {"type": "string", "format": "time"},
+                                               "d": {"type": "string", "format": "date-time"}}}
+    checker = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    leap = [{"t": "23:59:60Z"}, {"d": "1998-12-31T23:59:60Z"}, {"d": "1998-12-31T15:59:60-08:00"}]
+    plain = [{"t": "23:59:59Z"}, {"d": "1998-12-31T23:59:59.5+01:00"}]
+    strict, spec = _compiled(schema, vocab, strict=True), _compiled(schema, vocab)
+    for x in leap + plain:
+        text = json.dumps(x)
+        assert accepts_bytes(spec, text), text
+        assert accepts_bytes(strict, text) == (x in plain), text
+        assert checker.is_valid(x) == (x in plain), text  # rfc3339-validator is a test dep
+
+
 def test_strict(vocab):
     nested = {"type": "object", "properties": {
         "a": {"type": "object", "properties": {"x": {"type": "integer"}}},

@@ -219,6 +219,18 @@ def test_time_leap_second_rule(hh, mm, ss, sign, oh, om, frac):
     assert _m("time", s) == ok, s
 
 
+@SETTINGS
+@given(hh=st.integers(0, 23), mm=st.integers(0, 59), ss=st.sampled_from([0, 59, 60]),
+       offset=st.sampled_from(["Z", "+00:00", "-08:00", "+01:00"]),
+       frac=st.sampled_from(["", ".5"]))
+def test_without_leap_seconds_is_the_ordinary_times(hh, mm, ss, offset, frac):
+    """``leap_seconds=False`` (``strict``) is the full node minus exactly the ``:60`` times."""
+    t = f"{hh:02d}:{mm:02d}:{ss:02d}{frac}{offset}"
+    for name, s in (("time", t), ("date-time", "1998-12-31T" + t)):
+        plain = rx.matches(format_node(name, leap_seconds=False), s.encode())
+        assert plain == (_m(name, s) and ss != 60), s
+
+
 def test_leap_second_offsets_exhaustively_for_some_hours():
     for hh in (0, 11, 23):
         for mm in range(60):

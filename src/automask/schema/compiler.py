@@ -529,7 +529,8 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
     def format(self, name, m: Member) -> rx.Node | None:
         from automask.schema.formats import format_node
 
-        node = format_node(name) if isinstance(name, str) else None
+        node = (format_node(name, leap_seconds=not self.options.strict)
+                if isinstance(name, str) else None)
         if node is None:
             self.unsupported(f"format {name!r}", m, "format")
         return node

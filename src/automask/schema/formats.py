@@ -13,7 +13,10 @@ Deliberate choices (each one keeps the node *sound*: nothing invalid is accepted
   (Feb 29 only in years divisible by 4 and not by 100 unless by 400; 0000 is one).
 * ``time`` / ``date-time``: RFC 3339 with ``T``/``t`` and ``Z``/``z``; a leap second
   ``:60`` only where the time minus its offset is 23:59 UTC (the date is not
-  checked against the IERS leap-second list). No space separator.
+  checked against the IERS leap-second list). No space separator. With
+  ``leap_seconds=False`` (the compiler's ``strict`` option) there is no ``:60`` at all:
+  Python's ``datetime`` and ``jsonschema``'s RFC 3339 checker reject it, so generated
+  output stays readable by the programs that consume it.
 * ``duration``: RFC 3339 Appendix A (``P1Y2D`` and ``PT1H2S`` are not durations;
   weeks stand alone; no fractions).
 * ``email``: RFC 5321 ``Mailbox``: dot-atom or quoted local part, then a domain or an
@@ -168,6 +171,10 @@ def _date_time() -> rx.Node:
     return rx.concat(parse_regex(DATE), parse_regex("[Tt]"), _time())
 
 
+def _date_time_no_leap() -> rx.Node:
+    return rx.concat(parse_regex(DATE), parse_regex("[Tt]"), parse_regex(ORDINARY_TIME))
+
+
 DUR_TIME = "T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
 DURATION = (
     f"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:{DUR_TIME})?"
@@ -269,7 +276,19 @@ def _cached(name: str, build: Callable[[], rx.Node]) -> rx.Node:
     return build()
 
 
-def format_node(name: str) -> rx.Node | None:
-    """The node for format ``name`` over the decoded string's UTF-8, or None if unsupported."""
+_NO_LEAP_SECONDS: dict[str, Callable[[], rx.Node]] = {
+    "time": lambda: parse_regex(ORDINARY_TIME),
+    "date-time": _date_time_no_leap,
+}
+
+
+def format_node(name: str, leap_seconds: bool = True) -> rx.Node | None:
+    """The node for format ``name`` over the decoded string's UTF-8, or None if unsupported.
+
+    ``leap_seconds=False`` drops ``:60`` from ``time`` and ``date-time`` (a subset of
+    the format, for generation; see the module docstring)."""
+    build = None if leap_seconds else _NO_LEAP_SECONDS.get(name)
+    if build is not None:
+        return _cached(name + "/no-leap", build)
     build = _BUILDERS.get(name)
     return None if build is None else _cached(name, build)
