@@ -35,7 +35,7 @@ class LexerDFA:
         self._ids: dict[tuple, int] = {}
         self.members: list[tuple[tuple[int, rx.Node], ...]] = []
         self.accepts: list[tuple[int, ...]] = []  # lexemes that may end in this state
-        self.rows: list[list[int] | None] = []
+        self.rows: list[tuple[int, ...] | None] = []  # tuples: the GC does not track them
         self.live_bytes: list[int] = []  # bitmask of bytes with a live transition (-1: unknown)
         self._lock = threading.RLock()
         cap = 64
@@ -46,7 +46,7 @@ class LexerDFA:
         self._split: dict[int, tuple[int, ...]] = {}
         dead = self._intern(())
         assert dead == DEAD
-        self.rows[DEAD] = [DEAD] * 256
+        self.rows[DEAD] = (DEAD,) * 256
         self.known[DEAD] = True
         self.live_bytes[DEAD] = 0
 
@@ -107,7 +107,7 @@ class LexerDFA:
             self._split[sid] = found
         return found
 
-    def row(self, sid: int) -> list[int]:
+    def row(self, sid: int) -> tuple[int, ...]:
         """The 256 successor states of ``sid`` (materialized on first use)."""
         r = self.rows[sid]
         if r is not None:
@@ -133,7 +133,7 @@ class LexerDFA:
             self.table[sid] = r
             self.known[sid] = True
             self.live_bytes[sid] = live
-            self.rows[sid] = r
+            self.rows[sid] = r = tuple(r)
             return r
 
     def step(self, sid: int, byte: int) -> int:

@@ -261,7 +261,7 @@ Groups = dict[int, list[tuple[np.ndarray, int]]]
 def _walk_trie(trie: PrefixTrie, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
     """Breadth first over the prefix trie: each live prefix is stepped once."""
     groups: Groups = {}
-    first = np.asarray(lexer.rows[start], dtype=np.int32)[trie.byte[1]]
+    first = lexer.table[start][trie.byte[1]]
     nodes = np.flatnonzero(first).astype(np.int32)
     st = first[nodes]
     recorded = np.zeros(nodes.size, dtype=bool)  # a lexeme end was already seen above
@@ -332,7 +332,7 @@ def _walk_columns(tokens: TokenSet, lexer: LexerDFA, start: int,
     idx = np.arange(tokens.n, dtype=np.int32)
     offsets, lengths, flat = tokens.offsets, tokens.lengths, tokens.flat
     # Column 0 from one state: a row lookup instead of a gather per token.
-    st = np.asarray(lexer.rows[start], dtype=np.int32)[flat[offsets]]
+    st = lexer.table[start][flat[offsets]]
     recorded = np.zeros(tokens.n, dtype=bool)  # first possible lexeme end already seen
     groups: Groups = {}
     j = 0

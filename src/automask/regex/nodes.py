@@ -46,6 +46,9 @@ class Node:
 
 
 _intern: dict[tuple, Node] = {}
+# Every node by uid. Derivative memos hold uids, not nodes: a dict of ints is not
+# tracked by the garbage collector, so its full collections skip millions of entries.
+_by_uid: list[Node] = []
 _lock = threading.Lock()
 _next_uid = 0
 
@@ -74,6 +77,7 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
             if c is not None)
         node.uid = _next_uid
         _next_uid += 1
+        _by_uid.append(node)
         node._cuts = None
         node._derivs = {}
         _intern[key] = node
@@ -415,9 +419,9 @@ def _raw_derive(node: Node, byte: int) -> Node:
 
 def derive(node: Node, byte: int) -> Node:
     """The derivative of ``node`` by one byte (memoized on the node)."""
-    d = node._derivs.get(byte)
-    if d is not None:
-        return d
+    uid = node._derivs.get(byte)
+    if uid is not None:
+        return _by_uid[uid]
     k = node.kind
     if k == K_BYTES:
         d = EPS if (node.bits >> byte) & 1 else EMPTY
@@ -442,7 +446,7 @@ def derive(node: Node, byte: int) -> Node:
         d = EMPTY
     if not d.plain and not is_live(d):
         d = EMPTY
-    node._derivs[byte] = d
+    node._derivs[byte] = d.uid
     return d
 
 
