@@ -311,6 +311,9 @@ GRAMMARS = {
     "regex-ip": lambda: Grammar.from_regex(r"\d{1,3}(\.\d{1,3}){3}"),
     "regex-quoted": lambda: Grammar.from_regex(r'"([^"\\]|\\["\\n])*"'),
     "regex-unicode": lambda: Grammar.from_regex(r"(é|🙂|[α-ω]|ab)+x?"),
+    # counts past the longest token (scans shared through rx.clamp)
+    "regex-counted": lambda: Grammar.from_regex(
+        r"([a-z ]{0,60}|[0-9]{30,}),[a-z]{3,45}\.(ab){20,}"),
     "choices": lambda: Grammar.from_choices(["yes", "no", "maybe", "yesterday", "nothing", "n"]),
     "gbnf-json": lambda: Grammar.from_gbnf(JSONISH),
     "lark-ignore": lambda: Grammar.from_lark(LARK_LIST),

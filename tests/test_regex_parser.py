@@ -507,3 +507,82 @@ def test_search_agrees_with_python_search(pattern: str, start: bool, end: bool,
             continue
         expected = compiled.search(s) is not None
         assert _m(node, s) == expected, (anchored, s, expected)
+
+
+# ------------------------------------------------------------------ clamp (token-length bound)
+
+def _strings(alphabet: bytes, n: int):
+    yield b""
+    frontier = [b""]
+    for _ in range(n):
+        frontier = [s + bytes([c]) for s in frontier for c in alphabet]
+        yield from frontier
+
+
+def _live_after(node: rx.Node, data: bytes) -> bool:
+    for b in data:
+        node = rx.derive(node, b)
+    return rx.is_live(node)
+
+
+@pytest.mark.parametrize("pattern", [
+    "a{0,9}b", "(ab|c){2,40}x", "[ab]{7,}", "a{6,8}", "(a{0,3}b){0,12}", "(a|b{2,9})*c{0,30}",
+    "(a{0,9}|b)(c{5,}|x)", "a{3}b{0,6}", "(a?){8,20}b",
+])
+def test_clamp_agrees_on_strings_up_to_the_limit(pattern: str) -> None:
+    """Membership and liveness after every string of at most ``limit`` bytes are unchanged."""
+    limit = 5
+    node = parse_regex(pattern)
+    clamped = rx.clamp(node, limit)
+    for s in _strings(b"abcx", limit):
+        assert rx.matches(clamped, s) == rx.matches(node, s), (pattern, s)
+        assert _live_after(clamped, s) == _live_after(node, s), (pattern, s)
+
+
+def test_clamp_merges_long_counts_and_keeps_short_ones() -> None:
+    assert rx.clamp(parse_regex("a{0,1000}b"), 128) is rx.clamp(parse_regex("a{0,999}b"), 128)
+    assert rx.clamp(parse_regex("a{0,1000}b"), 128) is parse_regex("a*b")
+    assert rx.clamp(parse_regex("a{300,}"), 128) is parse_regex("a{129,}")
+    assert rx.clamp(parse_regex("a{0,100}b"), 128) is parse_regex("a{0,100}b")
+    # Intersections and complements are kept whole: their liveness needs whole languages.
+    both = rx.intersect(parse_regex("a{0,1000}"), parse_regex("(aa)*"))
+    assert rx.clamp(both, 4) is both
+
+
+def test_text_except_is_every_text_but_the_words() -> None:
+    from automask.regex import utf8
+
+    words = ["ab", "a", "é", "éa", "", "b\u00e9"]
+    node = utf8.text_except(words)
+    assert node.plain  # no complement or intersection: cheap derivatives
+    alphabet = "abé\u0101"
+    texts = [""] + list(alphabet)
+    texts += [x + y for x in alphabet for y in alphabet]
+    texts += [x + y + z for x in alphabet for y in alphabet for z in "aé"]
+    for t in texts:
+        assert rx.matches(node, t.encode()) == (t not in words), t
+    assert not rx.matches(node, b"a\xff")  # only valid UTF-8
+    assert not rx.matches(node, "é".encode()[:1])
+    # Leaving the words' trie lands on the node every other string uses.
+    anything = rx.star(utf8.any_char())
+    assert rx.derive(rx.derive(node, ord("a")), ord("x")) is anything
+    assert utf8.text_except([]) is anything
+
+
+@pytest.mark.parametrize("text, bound, clamped", [
+    ("[a-z]+@[a-z]+(\\.[a-z]+)*", "[\\s\\S]{0,40}", True),     # 40 >= 5 + completions (2)
+    ("[a-z]+@[a-z]+(\\.[a-z]+)*", "[\\s\\S]{1,40}", True),
+    ("[a-z]+@[a-z]+(\\.[a-z]+)*", "[\\s\\S]{0,6}", False),     # the maximum can bind within 5+2
+    ("[a-z]+@[a-z]+(\\.[a-z]+)*", "[\\s\\S]{3,40}", False),    # the minimum is not implied
+    ("a{20}b", "[\\s\\S]{0,25}", False),                     # completions up to 21 long
+    ("a{20}b", "[\\s\\S]{0,26}", True),
+    ("[a-zé]+", "[\\s\\S]{0,40}", False),                      # not ASCII: the class could count
+    ("x(ab)*y", "(..){0,40}", False),                 # iterations are not single bytes
+])
+def test_clamp_drops_a_length_bound_only_when_it_cannot_bind(text, bound, clamped) -> None:
+    limit = 5
+    node = rx.intersect(parse_regex(text), parse_regex(bound))
+    assert (rx.clamp(node, limit) is rx.clamp(parse_regex(text), limit)) == clamped
+    for s in _strings(b"ab@.x", limit):
+        assert rx.matches(rx.clamp(node, limit), s) == rx.matches(node, s), s
+        assert _live_after(rx.clamp(node, limit), s) == _live_after(node, s), s

@@ -61,6 +61,7 @@ CLASSES = ["[abc]", "[a-c]", "[^ab]", "[0-9]", r"\d", r"\w", r"\D", r"\W", "[à-
            "[α-ω]", "[😀-🙏]", "[a-cé🙂]", "[^a-z]", r"[\d.]", "[-a]", r"[^\d\n]",
            "[\u4e00-\u4e0f]", r"[\u0400-\u04ff]", "[^é🙂]"]
 QUANTIFIERS = ["*", "+", "?", "{2}", "{0,2}", "{1,3}", "{2,}", "*?", "{0,1}"]
+UNBOUNDED = ("*", "+", "{2,}", "*?")
 
 # The same pieces without class escapes, for ``from_regex``, which would otherwise (with
 # re.ASCII) draw ASCII only, or (without it) draw Unicode digits for ``\d``.
@@ -78,6 +79,10 @@ def regexes() -> st.SearchStrategy[tuple[str, str]]:
 
     def quantified(t, group="("):
         (p, e), q = t
+        if q in UNBOUNDED and any(u in p for u in ("*", "+", ",}", "|")):
+            # Unbounded repetition of a repetition or an alternation makes Python's
+            # backtracking ``re`` (the oracle) exponential on a failing match.
+            q = "{0,2}"
         return f"{group}{p}){q}", f"{group}{e}){q}"
 
     def extend(inner):

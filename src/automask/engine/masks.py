@@ -23,6 +23,7 @@ import numpy as np
 from automask.budget import check_time
 from automask.engine.state import Config, Runtime
 from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
+from automask.regex import nodes as rx
 
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
 
@@ -159,13 +160,16 @@ class MaskComputer:
             inside, crossing = scan(tokens, lexer, ls)
             return finish(inside), crossing
         lex, node = members[0]
+        # No token is longer than maxlen bytes, so a node that agrees with this one on
+        # strings that long scans the same; x{0,1000} and x{0,999} share one scan.
+        node = rx.clamp(node, tokens.maxlen)
         key = (tokens.uid, node.uid, lexer.follow_bytes(lex))
         shared = _shared_scans(self.root)
         hit = shared.get(key)
         if hit is not None:
             part, by_node = hit
             return part, [(lexer.single(lex, n), child) for n, child in by_node]
-        inside, crossing = scan(tokens, lexer, ls)
+        inside, crossing = scan(tokens, lexer, lexer.single(lex, node))
         part = finish(inside)
         by_node = [(lexer.members[state][0][1], child) for state, child in crossing]
         shared.put(key, (part, by_node), _scan_cost(part, crossing))

@@ -240,7 +240,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
         return inside, []
     lexer.row(start)
     if isinstance(tokens, RootTokens):
-        groups = _walk_trie(tokens.trie, lexer, start, inside)
+        groups = _walk_trie(tokens, lexer, start, inside)
     elif tokens.n <= SMALL_SET:
         groups = _walk_rows(tokens, lexer, start, inside)
     else:
@@ -258,8 +258,9 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
 Groups = dict[int, list[tuple[np.ndarray, int]]]
 
 
-def _walk_trie(trie: PrefixTrie, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
+def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
     """Breadth first over the prefix trie: each live prefix is stepped once."""
+    trie = tokens.trie
     groups: Groups = {}
     first = lexer.table[start][trie.byte[1]]
     nodes = np.flatnonzero(first).astype(np.int32)
@@ -267,6 +268,10 @@ def _walk_trie(trie: PrefixTrie, lexer: LexerDFA, start: int, inside: np.ndarray
     recorded = np.zeros(nodes.size, dtype=bool)  # a lexeme end was already seen above
     d = 1
     while nodes.size:
+        if nodes.size <= FEW_ROWS and int(  # the deep levels hold a handful of long tokens
+                (trie.end[d][nodes] - trie.start[d][nodes]).sum()) <= FEW_ROWS:
+            _finish_in_python(tokens, lexer, nodes, st, recorded, d, inside, groups)
+            break
         ends = trie.ends[d][nodes]
         if ends.any():
             inside[trie.start[d][nodes[ends]]] = True
@@ -300,6 +305,39 @@ def _walk_trie(trie: PrefixTrie, lexer: LexerDFA, start: int, inside: np.ndarray
         if not alive.all():
             nodes, st, recorded = nodes[alive], st[alive], recorded[alive]
     return groups
+
+
+FEW_ROWS = 48  # below this many rows left, a trie level's NumPy calls cost more than Python
+
+
+def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st: np.ndarray,
+                      recorded: np.ndarray, d: int, inside: np.ndarray, groups: Groups) -> None:
+    """The rest of a trie walk, row by row: the rows below ``nodes`` (at depth ``d``,
+    in lexer states ``st``), as :func:`_walk_rows` steps them."""
+    trie, texts = tokens.trie, tokens.texts()
+    step, accepts = lexer.step, lexer.accepts
+    found: dict[int, list[tuple[int, int]]] = {}
+    starts, ends = trie.start[d], trie.end[d]
+    for node, s0, rec0 in zip(nodes.tolist(), st.tolist(), recorded.tolist(), strict=True):
+        for r in range(int(starts[node]), int(ends[node])):
+            data = texts[r]
+            n = len(data)
+            s, rec = s0, rec0
+            for j in range(d, n + 1):
+                if j == n:
+                    inside[r] = True
+                    break
+                if not rec and accepts[s]:
+                    rec = True
+                    if lexer.next_ok(s)[data[j]]:
+                        found.setdefault(s, []).append((r, j))
+                s = step(s, data[j])
+                if not s:
+                    break
+    for state, pairs in found.items():
+        for skip in {j for _, j in pairs}:
+            rows = np.array([r for r, j in pairs if j == skip], dtype=np.int32)
+            groups.setdefault(state, []).append((rows, skip))
 
 
 def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:

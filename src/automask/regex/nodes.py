@@ -499,6 +499,130 @@ def class_runs(starts: int) -> list[tuple[int, int]]:
 _runs_cache: dict[int, list[tuple[int, int]]] = {}
 
 
+def clamp(node: Node, limit: int) -> Node:
+    """A node that agrees with ``node`` on every string of at most ``limit`` bytes.
+
+    Agreement covers membership and liveness after any such prefix, so a scan
+    of tokens no longer than ``limit`` gives the same result from either. Repeat
+    counts past the limit cannot be told apart within it (each iteration takes
+    a byte, or is empty and then counts for nothing): ``hi > limit`` becomes
+    unbounded and ``lo > limit`` becomes ``limit + 1``. An intersection's
+    liveness depends on whole languages, so it is clamped only in the one case
+    :func:`_clamp_and` proves. This lets ``x{0,1000}`` and ``x{0,999}`` share
+    one token scan, and an email address under ``maxLength`` scan as a plain
+    email address.
+    """
+    key = (node.uid, limit)
+    uid = _clamped.get(key)
+    if uid is not None:
+        return _by_uid[uid]
+    k = node.kind
+    if k == K_CONCAT:  # along the right spine without recursion: literals are long chains
+        spine = []
+        n = node
+        while n.kind == K_CONCAT and (n.uid, limit) not in _clamped:
+            spine.append(n.a)
+            n = n.b
+        out = clamp(n, limit)
+        for part in reversed(spine):
+            out = _concat2(clamp(part, limit), out)
+    elif k == K_ALT:
+        out = alt_of(clamp(m, limit) for m in node.items)
+    elif k == K_REPEAT:
+        hi = None if node.hi is None or node.hi > limit else node.hi
+        out = repeat(clamp(node.a, limit), min(node.lo, limit + 1), hi)
+    elif k == K_NONEMPTY:
+        out = nonempty(clamp(node.a, limit))
+    elif k == K_ENC:  # an encoded byte takes one or more bytes
+        inner = clamp(node.a, limit)
+        out = node if inner is node.a else encoded(inner, _codes[node.lo], node.hi)
+    elif k == K_AND:
+        out = _clamp_and(node, limit)
+    else:  # bytes, empty, eps, and complements kept whole
+        out = node
+    if len(_clamped) < 1_000_000:
+        _clamped[key] = out.uid
+    return out
+
+
+def _clamp_and(node: Node, limit: int) -> Node:
+    """``text ∩ .{lo,hi}`` (a length bound on a plain ASCII language) as ``clamp(text)``.
+
+    Exact when ``text`` holds only ASCII (so the bound's own character class
+    adds nothing), ``lo <= 1 <= minlen(text)`` or ``lo == 0`` (the minimum
+    adds nothing), and ``hi >= limit + R``, where ``R`` bounds the shortest
+    completion from any prefix of ``text``: within ``limit`` bytes, every live
+    prefix has a completion short enough to meet the maximum.
+    """
+    counters = [m for m in node.items if m.kind == K_REPEAT and not m.a.nullable]
+    others = [m for m in node.items if not (m.kind == K_REPEAT and not m.a.nullable)]
+    if not counters or len(others) != 1:
+        return node
+    text = others[0]
+    if not text.plain or _alphabet(text) >> 128:
+        return node
+    shortest, reach = _minlen(text), _completion_bound(text)
+    if shortest is None or reach is None:
+        return node
+    for m in counters:
+        if not (m.lo == 0 or (m.lo == 1 and shortest >= 1)):
+            return node
+        if m.hi is not None and m.hi < limit + reach:
+            return node
+        if not all(derive(m.a, b).nullable for b in range(128)):
+            return node  # each ASCII byte must be one iteration
+    return clamp(text, limit)
+
+
+def _minlen(node: Node) -> int | None:
+    """The length of the shortest string of a plain node (None: not worked out)."""
+    return _measure(node)[0]
+
+
+def _completion_bound(node: Node) -> int | None:
+    """A bound on the shortest completion after any live prefix (None: not worked out)."""
+    return _measure(node)[1]
+
+
+def _measure(node: Node) -> tuple[int | None, int | None]:
+    found = _measures.get(node.uid)
+    if found is not None:
+        return found
+    k = node.kind
+    if k == K_EPS:
+        out = (0, 0)
+    elif k == K_BYTES:
+        out = (1, 1)
+    elif k == K_CONCAT:  # along the right spine without recursion
+        spine = []
+        n = node
+        while n.kind == K_CONCAT and n.uid not in _measures:
+            spine.append(n)
+            n = n.b
+        out = _measure(n)
+        for c in reversed(spine):
+            (ma, ra), (mb, rb) = _measure(c.a), out
+            out = ((None, None) if None in (ma, ra, mb, rb)
+                   else (ma + mb, max(ra + mb, rb)))
+            _measures[c.uid] = out
+    elif k == K_ALT:
+        parts = [_measure(m) for m in node.items]
+        out = ((None, None) if any(None in p for p in parts)
+               else (min(p[0] for p in parts), max(p[1] for p in parts)))
+    elif k == K_REPEAT:
+        ma, ra = _measure(node.a)
+        out = ((None, None) if None in (ma, ra)
+               else (node.lo * ma, max(node.lo * ma, ra + max(node.lo - 1, 0) * ma)))
+    else:  # empty, nonempty, intersections, complements, encodings
+        out = (None, None)
+    _measures[node.uid] = out
+    return out
+
+
+_measures: dict[int, tuple[int | None, int | None]] = {}
+_clamped: dict[tuple[int, int], int] = {}
+
+
 def matches(node: Node, data: bytes) -> bool:
     """Whether ``node`` matches all of ``data`` (a reference check, not a hot path)."""
     for byte in data:

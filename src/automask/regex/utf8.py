@@ -115,3 +115,33 @@ def any_char() -> rx.Node:
 def literal_text(s: str) -> rx.Node:
     """The UTF-8 encoding of ``s``."""
     return rx.literal(s.encode("utf-8"))
+
+
+def text_except(words: Iterable[str]) -> rx.Node:
+    """Any UTF-8 text except ``words``, as a plain node (no complement).
+
+    The words' trie, with an exit at every node: a code point no word takes
+    there, then any text. Derivatives of a plain node are cheap, and once a
+    text leaves the trie it is exactly ``any_char()*``, the node every other
+    string uses, so the token scans from there on are shared.
+    """
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[None] = {}  # a word ends here
+    anything = rx.star(any_char())
+    if not trie:
+        return anything
+
+    def build(node: dict) -> rx.Node:
+        kids = sorted(k for k in node if k is not None)
+        parts = [] if None in node else [rx.EPS]
+        others = negate_ranges((ord(c), ord(c)) for c in kids)
+        if others:
+            parts.append(rx.concat(ranges_to_node(others), anything))
+        parts.extend(rx.concat(literal_text(c), build(node[c])) for c in kids)
+        return rx.alt_of(parts)
+
+    return build(trie)

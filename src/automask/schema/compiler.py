@@ -36,6 +36,7 @@ from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower, text
 from automask.regex import nodes as rx
+from automask.regex import utf8
 from automask.regex.parser import parse_regex, parse_regex_search
 from automask.schema.annotations import Annotations, _mentions_unevaluated, _pending
 from automask.schema.arrays import CountedArrays
@@ -723,9 +724,10 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
     def extra_classes(self, members: list[Member], declared: list[str],
                       names_node: rx.Node) -> list[tuple[rx.Node, Expr]]:
         """Key classes for undeclared keys: (key regex, value expression), pairwise disjoint."""
-        not_declared = rx.complement(rx.alt_of(rx.literal(k.encode("utf-8")) for k in declared))
+        not_declared = utf8.text_except(declared)
         classes: list[tuple[rx.Node, list[Member]]] = [
-            (rx.intersect(ANY_TEXT, names_node, not_declared), [])]
+            (not_declared if names_node is ANY_TEXT else rx.intersect(names_node, not_declared),
+             [])]
         for m in members:
             s = m.schema
             # Key regions by the set of patterns they match (overlapping patterns give
@@ -754,7 +756,10 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             refined = []
             for node, subs in classes:
                 for pnode, psubs in parts:
-                    both = rx.intersect(node, pnode)
+                    # Key regions all lie inside ANY_TEXT: meeting it changes nothing
+                    # (and a plain node stays plain, so its scans stay cheap and shared).
+                    both = (node if pnode is ANY_TEXT else pnode if node is ANY_TEXT
+                            else rx.intersect(node, pnode))
                     if both is not rx.EMPTY:
                         refined.append((both, subs + psubs))
             classes = refined
