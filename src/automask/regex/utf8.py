@@ -125,6 +125,11 @@ def text_except(words: Iterable[str]) -> rx.Node:
     text leaves the trie it is exactly ``any_char()*``, the node every other
     string uses, so the token scans from there on are shared.
     """
+    return _text_except(tuple(sorted(set(words))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_except(words: tuple[str, ...]) -> rx.Node:
     trie: dict = {}
     for word in words:
         node = trie
@@ -136,12 +141,27 @@ def text_except(words: Iterable[str]) -> rx.Node:
         return anything
 
     def build(node: dict) -> rx.Node:
-        kids = sorted(k for k in node if k is not None)
+        kids = tuple(sorted(k for k in node if k is not None))
         parts = [] if None in node else [rx.EPS]
-        others = negate_ranges((ord(c), ord(c)) for c in kids)
-        if others:
-            parts.append(rx.concat(ranges_to_node(others), anything))
+        others = _char_except(kids)
+        if others is not rx.EMPTY:
+            parts.append(rx.concat(others, anything))
         parts.extend(rx.concat(literal_text(c), build(node[c])) for c in kids)
         return rx.alt_of(parts)
 
     return build(trie)
+
+
+@functools.lru_cache(maxsize=4096)
+def _char_except(chars: tuple[str, ...]) -> rx.Node:
+    """Any one code point but ``chars``; ASCII exclusions reuse the multibyte part."""
+    if all(ord(c) < 0x80 for c in chars):
+        ascii_bits = ((1 << 128) - 1) & ~sum(1 << ord(c) for c in set(chars))
+        return rx.alt(rx.byte_set(ascii_bits), _multibyte())
+    others = negate_ranges((ord(c), ord(c)) for c in chars)
+    return ranges_to_node(others) if others else rx.EMPTY
+
+
+@functools.cache
+def _multibyte() -> rx.Node:
+    return ranges_to_node([(0x80, MAX_CODE_POINT)])
