@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
+from automask.gc_pause import paused_gc
 from automask.regex import nodes as rx
 
 # --------------------------------------------------------------------------- expressions
@@ -152,7 +153,7 @@ class Grammar:
         from automask.schema.compiler import compile_schema
 
         seconds = options.pop("max_seconds", SCHEMA_SECONDS)
-        with time_budget(seconds, "compiling the JSON Schema"):
+        with paused_gc(), time_budget(seconds, "compiling the JSON Schema"):
             return compile_schema(schema, **options)
 
     @classmethod

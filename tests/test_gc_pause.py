@@ -1,0 +1,76 @@
+"""The collector pause around compiles: nested, exception-safe, and it never turns on a
+collector the user had turned off."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from automask import Grammar
+from automask.gc_pause import paused_gc
+
+
+@pytest.fixture(autouse=True)
+def _restore_gc():
+    was = gc.isenabled()
+    yield
+    (gc.enable if was else gc.disable)()
+
+
+def test_nested_pauses_restore_once():
+    gc.enable()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause is still on
+    assert gc.isenabled()
+
+
+def test_exception_restores():
+    gc.enable()
+    with pytest.raises(ValueError), paused_gc():
+        raise ValueError("x")
+    assert gc.isenabled()
+
+
+def test_user_disabled_collector_stays_off():
+    gc.disable()
+    with paused_gc():
+        pass
+    assert not gc.isenabled()
+
+
+def test_compile_pauses_and_restores():
+    gc.enable()
+    seen = []
+
+    class Probe(dict):
+        def get(self, *args):  # read by the compiler while it runs
+            seen.append(gc.isenabled())
+            return super().get(*args)
+
+    Grammar.from_json_schema(Probe(type="object", properties={"a": {"type": "integer"}}))
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_overlapping_threads():
+    gc.enable()
+    inside, release = threading.Barrier(2), threading.Event()
+
+    def work():
+        with paused_gc():
+            inside.wait()
+            release.wait()
+
+    t = threading.Thread(target=work)
+    t.start()
+    with paused_gc():
+        inside.wait()
+    assert not gc.isenabled()  # the other thread's pause is still on
+    release.set()
+    t.join()
+    assert gc.isenabled()
