@@ -160,9 +160,11 @@ class MaskComputer:
             inside, crossing = scan(tokens, lexer, ls)
             return finish(inside), crossing
         lex, node = members[0]
-        # No token is longer than maxlen bytes, so a node that agrees with this one on
-        # strings that long scans the same; x{0,1000} and x{0,999} share one scan.
-        node = rx.clamp(node, tokens.maxlen)
+        if tokens is self.root:
+            # No token is longer than maxlen bytes, so a node that agrees with this one on
+            # strings that long scans the same; x{0,1000} and x{0,999} share one scan.
+            # (Child sets are small, and their varying maxlen would only multiply nodes.)
+            node = rx.clamp(node, tokens.maxlen)
         key = (tokens.uid, node.uid, lexer.follow_bytes(lex))
         shared = _shared_scans(self.root)
         hit = shared.get(key)
