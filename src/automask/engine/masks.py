@@ -22,10 +22,11 @@ import numpy as np
 
 from automask.budget import check_time
 from automask.engine.state import Config, Runtime
-from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
+from automask.engine.tokens import Reuse, RootTokens, TokenSet, pack_bool, scan
 from automask.regex import nodes as rx
 
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
+REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when they cover this many
 
 
 class BoundedCache(dict):
@@ -144,7 +145,8 @@ class MaskComputer:
                 self._scans.put(key, found, _scan_cost(*found))
         return found
 
-    def _shared_scan(self, tokens: TokenSet, ls: int, finish) -> tuple[np.ndarray, list]:
+    def _shared_scan(self, tokens: TokenSet, ls: int, finish, borrow: bool = True
+                     ) -> tuple[np.ndarray, list]:
         """:func:`scan`, shared between grammars for one-lexeme states.
 
         A one-lexeme state's scan depends only on its regex node and on the
@@ -171,11 +173,50 @@ class MaskComputer:
         if hit is not None:
             part, by_node = hit
             return part, [(lexer.single(lex, n), child) for n, child in by_node]
-        inside, crossing = scan(tokens, lexer, lexer.single(lex, node))
+        state = lexer.single(lex, node)
+        reuse = self._reuse(state, finish) if borrow and tokens is self.root else None
+        inside, crossing = scan(tokens, lexer, state, reuse)
         part = finish(inside)
         by_node = [(lexer.members[state][0][1], child) for state, child in crossing]
         shared.put(key, (part, by_node), _scan_cost(part, crossing))
         return part, crossing
+
+    def _reuse(self, state: int, finish) -> Reuse | None:
+        """Another one-lexeme state whose root scan can stand in for most of ``state``'s.
+
+        Where ``state`` goes to the same state ``d`` on most first bytes and
+        ``d`` itself agrees with ``state`` on them (``d`` loops on those bytes),
+        the tokens starting with those bytes scan the same from both. The
+        "any other key" of an object is the case that pays: it becomes the
+        shared string body on every byte but the declared names' first ones,
+        so each new object walks only the tokens starting with those.
+        """
+        lexer, trie = self.runtime.lexer, self.root.trie
+        sizes = trie.end[1] - trie.start[1]
+        lexer.row(state)
+        after = lexer.table[state][trie.byte[1]]
+        weight = np.bincount(after, weights=np.where(after != state, sizes, 0))
+        weight[0] = 0
+        d = int(np.argmax(weight))
+        if weight[d] < REUSE_MIN_ROWS:
+            return None
+        lexer.row(d)
+        same = (lexer.table[d][trie.byte[1]] == after) & (after != 0)
+        walked = int(sizes[(after != 0) & ~same].sum())
+        if int(sizes[same].sum()) <= 2 * walked:
+            return None
+        part, crossing = self._shared_scan(self.root, d, finish, borrow=False)
+        return Reuse(same, self._inside_rows(part), crossing)
+
+    def _inside_rows(self, part: np.ndarray) -> np.ndarray:
+        """A root scan's finished inside part (rows, or packed over ids) as a bool per row."""
+        root = self.root
+        if part.dtype == np.int32:
+            inside = np.zeros(root.n, dtype=bool)
+            inside[part] = True
+            return inside
+        bits = np.unpackbits(part.view(np.uint8), bitorder="little").view(bool)
+        return bits[root.ids_sorted[root.id_starts[:-1]]]
 
     def cached(self, config: Config) -> Mask | None:
         """The mask of ``config`` if it is cached (no work at all), else None."""

@@ -18,6 +18,7 @@ byte column at a time (only the tokens still alive take part), and returns
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -220,7 +221,7 @@ def pack_bool(allowed: np.ndarray) -> np.ndarray:
 SMALL_SET = 400  # up to this many rows, stepping bytes in Python beats NumPy's call overhead
 
 
-def scan(tokens: TokenSet, lexer: LexerDFA, start: int
+def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = None
          ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
     """Run lexer state ``start`` over every token; see the module docstring.
 
@@ -234,13 +235,30 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
     Three walks compute the same thing: the prefix trie for a whole
     vocabulary, plain Python for a handful of suffixes, and a column-wise
     NumPy pass for everything in between.
+
+    ``reuse`` (root sets only) supplies the finished scan of another state
+    that has the same successor as ``start`` on some first bytes: a token's
+    fate depends only on the state after its first byte, so those tokens
+    are copied from it and only the other first bytes are walked.
     """
     inside = np.zeros(tokens.n, dtype=bool)
     if tokens.n == 0:
         return inside, []
     lexer.row(start)
     if isinstance(tokens, RootTokens):
-        groups = _walk_trie(tokens, lexer, start, inside)
+        only = None
+        if reuse is not None:
+            only = ~reuse.same_first
+            keep = np.repeat(reuse.same_first, tokens.trie.end[1] - tokens.trie.start[1])
+            np.logical_and(reuse.inside, keep, out=inside)
+        groups = _walk_trie(tokens, lexer, start, inside, only)
+        if reuse is not None:
+            for state, child in reuse.crossing:
+                sel = keep[child.parent_rows]
+                if sel.any():
+                    rows = child.parent_rows[sel]
+                    skip = (child.offsets - tokens.offsets[child.parent_rows])[sel]
+                    groups.setdefault(state, []).append((rows, skip))
     elif tokens.n <= SMALL_SET:
         groups = _walk_rows(tokens, lexer, start, inside)
     else:
@@ -248,21 +266,36 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int
     crossing = []
     for state, parts in groups.items():
         rows = np.concatenate([r for r, _ in parts])
-        skip = np.concatenate([np.full(len(r), k, dtype=np.int32) for r, k in parts])
+        skip = np.concatenate([np.broadcast_to(np.asarray(k, dtype=np.int32), len(r))
+                               for r, k in parts])
         needed = ~inside[rows]  # consumed inside the lexeme anyway: allowed already
         if needed.any():
             crossing.append((state, tokens.child(rows[needed], skip[needed])))
     return inside, crossing
 
 
-Groups = dict[int, list[tuple[np.ndarray, int]]]
+Groups = dict[int, list[tuple[np.ndarray, int | np.ndarray]]]  # state -> (rows, bytes skipped)
 
 
-def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
-    """Breadth first over the prefix trie: each live prefix is stepped once."""
+class Reuse(NamedTuple):
+    """A finished root scan standing in for another state's on some first bytes."""
+
+    same_first: np.ndarray  # bool per first-level trie node: both states agree after it
+    inside: np.ndarray      # the other scan's inside rows (bool)
+    crossing: list          # the other scan's crossing groups, (state, child of the root)
+
+
+def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarray,
+               only: np.ndarray | None = None) -> Groups:
+    """Breadth first over the prefix trie: each live prefix is stepped once.
+
+    ``only`` (bool per first-level node) limits the walk to those first bytes.
+    """
     trie = tokens.trie
     groups: Groups = {}
     first = lexer.table[start][trie.byte[1]]
+    if only is not None:
+        first = np.where(only, first, 0)
     nodes = np.flatnonzero(first).astype(np.int32)
     st = first[nodes]
     recorded = np.zeros(nodes.size, dtype=bool)  # a lexeme end was already seen above
