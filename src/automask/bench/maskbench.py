@@ -124,7 +124,8 @@ class SchemaResult:
     def as_dict(self) -> dict:
         return {"id": self.id, "split": self.split, "outcome": self.outcome,
                 "error": self.error, "ttfm_ms": self.ttfm_ms, "tests": self.tests,
-                "tokens": self.tokens, "failures": self.failures}
+                "tokens": self.tokens, "mask_ms": round(sum(self.tbm_us) / 1e3, 3),
+                "tbm_max_us": max(self.tbm_us, default=None), "failures": self.failures}
 
 
 # ----------------------------------------------------------------------------- input
