@@ -2,10 +2,13 @@
 
 A lexer state is the set of ``(lexeme, regex node)`` pairs still alive, i.e.
 the lexemes the parser allowed here and how far into each one the text has
-gone. States are interned to small ints; a state's row of 256 transitions is
-materialized on first use (one derivative per byte class) and then lives both
-in Python lists (for stepping one byte from Python) and in a NumPy table (for
-vectorized passes over a whole vocabulary). State 0 is the dead state.
+gone. States are interned to small ints. Transitions live in a NumPy table
+(for vectorized passes over a whole vocabulary) and are computed lazily, one
+byte class at a time: a walk over a vocabulary meets most states with only
+a few next bytes, and a new grammar's states (its keys, its patterns) would
+otherwise each pay one derivative per byte class. A state's whole row
+(:meth:`LexerDFA.row`, also kept as a tuple for stepping from Python) is
+materialized when something needs all of it. State 0 is the dead state.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from automask.errors import LimitExceeded
 from automask.regex import nodes as rx
 
 DEAD = 0
+UNKNOWN = -1  # a table entry whose transition is not computed yet
 
 
 class LexerDFA:
@@ -39,15 +43,15 @@ class LexerDFA:
         self.live_bytes: list[int] = []  # bitmask of bytes with a live transition (-1: unknown)
         self._lock = threading.RLock()
         cap = 64
-        self.table = np.zeros((cap, 256), dtype=np.int32)
-        self.known = np.zeros(cap, dtype=bool)
+        self.table = np.full((cap, 256), UNKNOWN, dtype=np.int32)
         self.accepting = np.zeros(cap, dtype=bool)
         self._start_cache: dict[tuple[int, ...], int] = {}
         self._split: dict[int, tuple[int, ...]] = {}
+        self._continues: dict[int, bool] = {}
         dead = self._intern(())
         assert dead == DEAD
         self.rows[DEAD] = (DEAD,) * 256
-        self.known[DEAD] = True
+        self.table[DEAD] = DEAD
         self.live_bytes[DEAD] = 0
 
     def __len__(self) -> int:
@@ -65,7 +69,7 @@ class LexerDFA:
             sid = len(self.members)
             if sid >= self.max_states:
                 raise LimitExceeded(f"lexer automaton exceeds {self.max_states} states")
-            if sid >= len(self.known):
+            if sid >= len(self.accepting):
                 self._grow()
             self.members.append(members)
             acc = tuple(lex for lex, node in members if node.nullable)
@@ -77,14 +81,12 @@ class LexerDFA:
             return sid
 
     def _grow(self) -> None:
-        cap = len(self.known) * 2
-        table = np.zeros((cap, 256), dtype=np.int32)
+        cap = len(self.accepting) * 2
+        table = np.full((cap, 256), UNKNOWN, dtype=np.int32)
         table[: len(self.table)] = self.table
-        known = np.zeros(cap, dtype=bool)
-        known[: len(self.known)] = self.known
         accepting = np.zeros(cap, dtype=bool)
         accepting[: len(self.accepting)] = self.accepting
-        self.table, self.known, self.accepting = table, known, accepting
+        self.table, self.accepting = table, accepting
 
     def start(self, lexeme_ids: tuple[int, ...]) -> int:
         """The state at the start of any of ``lexeme_ids`` (sorted, distinct)."""
@@ -131,23 +133,66 @@ class LexerDFA:
                     r[lo: hi + 1] = [target] * (hi - lo + 1)
                     live |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
             self.table[sid] = r
-            self.known[sid] = True
             self.live_bytes[sid] = live
             self.rows[sid] = r = tuple(r)
             return r
 
+    def transition(self, sid: int, byte: int) -> int:
+        """The successor of ``sid`` on ``byte``, computing only that byte's class."""
+        found = int(self.table[sid, byte])
+        if found != UNKNOWN:
+            return found
+        with self._lock:
+            check_time()
+            members = self.members[sid]
+            starts = 1
+            for _, node in members:
+                starts |= rx.class_starts(node)
+            lo = (starts & ((2 << byte) - 1)).bit_length() - 1
+            above = starts >> (byte + 1)
+            hi = byte + (above & -above).bit_length() - 1 if above else 255
+            nxt = tuple((lex, d) for lex, node in members
+                        if (d := rx.derive(node, lo)) is not rx.EMPTY)
+            target = self._intern(nxt) if nxt else DEAD
+            self.table[sid, lo: hi + 1] = target
+            return target
+
+    def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """``table[states, data]``, computing the transitions not known yet."""
+        out = self.table[states, data]
+        unknown = out == UNKNOWN
+        if unknown.any():
+            pairs = np.unique((states[unknown].astype(np.int64) << 8) | data[unknown])
+            for pair in pairs.tolist():
+                self.transition(pair >> 8, pair & 255)
+            out[unknown] = self.table[states[unknown], data[unknown]]
+        return out
+
     def step(self, sid: int, byte: int) -> int:
         r = self.rows[sid]
-        if r is None:
-            r = self.row(sid)
-        return r[byte]
+        if r is not None:
+            return r[byte]
+        return self.transition(sid, byte)
 
     def can_continue(self, sid: int) -> bool:
+        """Whether some byte keeps ``sid`` alive (one live byte class found is enough)."""
         live = self.live_bytes[sid]
-        if live < 0:
+        if live >= 0:
+            return live != 0
+        found = self._continues.get(sid)
+        if found is None:
+            starts = 1
+            for _, node in self.members[sid]:
+                starts |= rx.class_starts(node)
+            found = any(self.transition(sid, lo) != DEAD for lo, _ in rx.class_runs(starts))
+            self._continues[sid] = found
+        return found
+
+    def live_mask(self, sid: int) -> int:
+        """Bitmask of the bytes with a live transition from ``sid``."""
+        if self.live_bytes[sid] < 0:
             self.row(sid)
-            live = self.live_bytes[sid]
-        return live != 0
+        return self.live_bytes[sid]
 
     def follow_bytes(self, lex: int) -> int:
         """Bitmask of the bytes that can start a lexeme that may follow ``lex``."""
@@ -167,17 +212,9 @@ class LexerDFA:
         """For an accepting state: which next bytes can go on (in this lexeme or the next)."""
         lut = self._next_ok.get(sid)
         if lut is None:
-            self.can_continue(sid)
-            bits = self.live_bytes[sid]
+            bits = self.live_mask(sid)
             for lex in self.accepts[sid]:
                 bits |= self.follow_bytes(lex)
             lut = np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
             self._next_ok[sid] = lut
         return lut
-
-    def ensure_rows(self, states: np.ndarray) -> None:
-        """Materialize the rows of every state in ``states`` (for vectorized passes)."""
-        unknown = states[~self.known[states]]
-        if unknown.size:
-            for sid in np.unique(unknown).tolist():
-                self.row(sid)

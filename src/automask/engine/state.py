@@ -160,7 +160,6 @@ class Runtime:
         if live < 0:
             live = 0
             for _, ls in config.threads:
-                self.lexer.can_continue(ls)  # materializes the row
-                live |= self.lexer.live_bytes[ls]
+                live |= self.lexer.live_mask(ls)
             config.live_bytes = live
         return live

@@ -332,8 +332,7 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
         st = np.repeat(st, counts)
         recorded = np.repeat(recorded, counts)
         d += 1
-        lexer.ensure_rows(st)
-        st = lexer.table[st, trie.byte[d][nodes]]
+        st = lexer.gather(st, trie.byte[d][nodes])
         alive = st != 0
         if not alive.all():
             nodes, st, recorded = nodes[alive], st[alive], recorded[alive]
@@ -433,6 +432,5 @@ def _walk_columns(tokens: TokenSet, lexer: LexerDFA, start: int,
                 if sel.any():
                     groups.setdefault(state, []).append((rows[sel], j + 1))
         j += 1
-        lexer.ensure_rows(st)
-        st = lexer.table[st, flat[offsets[idx] + j]]
+        st = lexer.gather(st, flat[offsets[idx] + j])
     return groups
