@@ -528,6 +528,10 @@ def _live_after(node: rx.Node, data: bytes) -> bool:
 @pytest.mark.parametrize("pattern", [
     "a{0,9}b", "(ab|c){2,40}x", "[ab]{7,}", "a{6,8}", "(a{0,3}b){0,12}", "(a|b{2,9})*c{0,30}",
     "(a{0,9}|b)(c{5,}|x)", "a{3}b{0,6}", "(a?){8,20}b",
+    # iterations of m >= 2 bytes: counts past limit // m merge
+    "(ab){0,2}x", "(ab){0,3}x", "(ab){5,9}", "(abc){3,3}", "(abc){2,2}x", "(abc){1,1}",
+    "(ab|cx){2,6}a", "(a|bc){0,2}x",
+    "(a+b){1,4}", "((ab){0,9}c){0,5}",
 ])
 def test_clamp_agrees_on_strings_up_to_the_limit(pattern: str) -> None:
     """Membership and liveness after every string of at most ``limit`` bytes are unchanged."""
@@ -544,9 +548,17 @@ def test_clamp_merges_long_counts_and_keeps_short_ones() -> None:
     assert rx.clamp(parse_regex("a{0,1000}b"), 128) is parse_regex("a*b")
     assert rx.clamp(parse_regex("a{300,}"), 128) is parse_regex("a{129,}")
     assert rx.clamp(parse_regex("a{0,100}b"), 128) is parse_regex("a{0,100}b")
-    # Intersections and complements are kept whole: their liveness needs whole languages.
+    # a word count: each iteration takes two bytes or more, so 65 of them cannot fit in 128
+    words = r"(?:\S+\s+){0,99}\S+"
+    assert rx.clamp(parse_regex(words), 128) is parse_regex(r"(?:\S+\s+)*\S+")
+    assert rx.clamp(parse_regex("(ab){0,64}c"), 128) is parse_regex("(ab){0,64}c")
+    assert rx.clamp(parse_regex("(ab){0,65}c"), 128) is parse_regex("(ab)*c")
+    # An intersection is clamped only to drop a bound that cannot bind within the limit;
+    # otherwise it is kept whole: its liveness needs whole languages.
     both = rx.intersect(parse_regex("a{0,1000}"), parse_regex("(aa)*"))
-    assert rx.clamp(both, 4) is both
+    assert rx.clamp(both, 4) is parse_regex("(aa)*")
+    tight = rx.intersect(parse_regex("a{0,5}"), parse_regex("(aa)*"))
+    assert rx.clamp(tight, 4) is tight
 
 
 def test_text_except_is_every_text_but_the_words() -> None:
@@ -576,13 +588,16 @@ def test_text_except_is_every_text_but_the_words() -> None:
     ("[a-z]+@[a-z]+(\\.[a-z]+)*", "[\\s\\S]{3,40}", False),    # the minimum is not implied
     ("a{20}b", "[\\s\\S]{0,25}", False),                     # completions up to 21 long
     ("a{20}b", "[\\s\\S]{0,26}", True),
-    ("[a-zé]+", "[\\s\\S]{0,40}", False),                      # not ASCII: the class could count
-    ("x(ab)*y", "(..){0,40}", False),                 # iterations are not single bytes
+    ("[a-zé]+", "[\\s\\S]{0,40}", True),                       # whole UTF-8 characters
+    ("[a-zé]+", "[\\s\\S]{0,6}", False),
+    ("x(ab)*y", "(..){0,40}", True),                  # whole two-byte iterations
+    ("x(ab)*", "(..){0,40}", False),                  # "x" is no whole iteration
+    ("[^a]+", "[a-z]{0,40}", False),                  # the bound's class binds
 ])
 def test_clamp_drops_a_length_bound_only_when_it_cannot_bind(text, bound, clamped) -> None:
     limit = 5
     node = rx.intersect(parse_regex(text), parse_regex(bound))
     assert (rx.clamp(node, limit) is rx.clamp(parse_regex(text), limit)) == clamped
-    for s in _strings(b"ab@.x", limit):
+    for s in _strings(b"ab@.xy\xc3\xa9", limit):
         assert rx.matches(rx.clamp(node, limit), s) == rx.matches(node, s), s
         assert _live_after(rx.clamp(node, limit), s) == _live_after(node, s), s

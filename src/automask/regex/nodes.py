@@ -506,7 +506,8 @@ def clamp(node: Node, limit: int) -> Node:
     of tokens no longer than ``limit`` gives the same result from either. Repeat
     counts past the limit cannot be told apart within it (each iteration takes
     a byte, or is empty and then counts for nothing): ``hi > limit`` becomes
-    unbounded and ``lo > limit`` becomes ``limit + 1``. An intersection's
+    unbounded and ``lo > limit`` becomes ``limit + 1`` (with ``limit // m``
+    for ``limit`` when every iteration takes ``m`` bytes or more: a word count). An intersection's
     liveness depends on whole languages, so it is clamped only in the one case
     :func:`_clamp_and` proves. This lets ``x{0,1000}`` and ``x{0,999}`` share
     one token scan, and an email address under ``maxLength`` scan as a plain
@@ -529,8 +530,9 @@ def clamp(node: Node, limit: int) -> Node:
     elif k == K_ALT:
         out = alt_of(clamp(m, limit) for m in node.items)
     elif k == K_REPEAT:
-        hi = None if node.hi is None or node.hi > limit else node.hi
-        out = repeat(clamp(node.a, limit), min(node.lo, limit + 1), hi)
+        most = _iterations_within(node.a, limit)
+        hi = None if node.hi is None or node.hi > most else node.hi
+        out = repeat(clamp(node.a, limit), min(node.lo, most + 1), hi)
     elif k == K_NONEMPTY:
         out = nonempty(clamp(node.a, limit))
     elif k == K_ENC:  # an encoded byte takes one or more bytes
@@ -545,33 +547,92 @@ def clamp(node: Node, limit: int) -> Node:
     return out
 
 
-def _clamp_and(node: Node, limit: int) -> Node:
-    """``text ∩ .{lo,hi}`` (a length bound on a plain ASCII language) as ``clamp(text)``.
+def _iterations_within(body: Node, limit: int) -> int:
+    """A count of ``body`` iterations that no string of ``limit`` bytes can exceed usefully.
 
-    Exact when ``text`` holds only ASCII (so the bound's own character class
-    adds nothing), ``lo <= 1 <= minlen(text)`` or ``lo == 0`` (the minimum
-    adds nothing), and ``hi >= limit + R``, where ``R`` bounds the shortest
-    completion from any prefix of ``text``: within ``limit`` bytes, every live
-    prefix has a completion short enough to meet the maximum.
+    An iteration takes at least ``m`` bytes (``m`` the shortest body string),
+    so at most ``limit // m`` whole ones fit: a bound above that never binds,
+    and one more is always left to finish an iteration begun. With a
+    nullable body (or ``m`` not worked out) it is the plain ``limit``: an
+    empty iteration counts for nothing.
     """
-    counters = [m for m in node.items if m.kind == K_REPEAT and not m.a.nullable]
-    others = [m for m in node.items if not (m.kind == K_REPEAT and not m.a.nullable)]
-    if not counters or len(others) != 1:
-        return node
-    text = others[0]
-    if not text.plain or _alphabet(text) >> 128:
-        return node
+    m = _minlen(body) if body.plain and not body.nullable else None
+    return limit // m if m else limit
+
+
+def _clamp_and(node: Node, limit: int) -> Node:
+    """``text ∩ .{lo,hi}`` (a length bound on a plain language) as ``clamp(text)``.
+
+    Exact when ``text`` holds only whole iterations of the bound (checked:
+    then the bound's own character class adds nothing), ``lo <= 1 <=
+    minlen(text)`` or ``lo == 0`` (the minimum adds nothing), and
+    ``hi >= limit + R``, where ``R`` bounds the shortest completion from any
+    prefix of ``text``: within ``limit`` bytes, every live prefix has a
+    completion short enough to meet the maximum.
+    """
+    for text in node.items:  # the text; every other member must be a bound that cannot bind
+        bounds = [m for m in node.items if m is not text]
+        if all(m.kind == K_REPEAT and not m.a.nullable for m in bounds) and \
+                _bounds_cannot_bind(text, bounds, limit):
+            return clamp(text, limit)
+    return node
+
+
+def _bounds_cannot_bind(text: Node, bounds: list[Node], limit: int) -> bool:
+    if not text.plain:
+        return False
     shortest, reach = _minlen(text), _completion_bound(text)
     if shortest is None or reach is None:
-        return node
-    for m in counters:
+        return False
+    for m in bounds:
         if not (m.lo == 0 or (m.lo == 1 and shortest >= 1)):
-            return node
+            return False
         if m.hi is not None and m.hi < limit + reach:
-            return node
-        if not all(derive(m.a, b).nullable for b in range(128)):
-            return node  # each ASCII byte must be one iteration
-    return clamp(text, limit)
+            return False
+        if not m.a.plain or not _included(text, repeat(m.a, 0, None)):
+            return False  # the bound's own alphabet (whole UTF-8 characters) would bind
+    return True
+
+
+MAX_INCLUSION_PAIRS = 4000
+
+
+def _included(small: Node, big: Node) -> bool:
+    """Whether every string of ``small`` is one of ``big`` (plain nodes; False when unsure).
+
+    A search over pairs of derivatives, one byte class at a time, bounded
+    by :data:`MAX_INCLUSION_PAIRS`; a success is remembered for every pair
+    met, so the derivatives of ``small`` met later (the next positions of a
+    text under a length bound) answer at once.
+    """
+    key = (small.uid, big.uid)
+    if key in _inclusions:
+        return True
+    seen = {key}
+    todo = [(small, big)]
+    while todo:
+        s, b = todo.pop()
+        if s.nullable and not b.nullable:
+            return False
+        for lo, _ in class_runs(class_starts(s) | class_starts(b)):
+            ds = derive(s, lo)
+            if ds is EMPTY:
+                continue
+            db = derive(b, lo)
+            if db is EMPTY:
+                return False
+            pair = (ds.uid, db.uid)
+            if pair not in seen and pair not in _inclusions:
+                if len(seen) >= MAX_INCLUSION_PAIRS:
+                    return False
+                seen.add(pair)
+                todo.append((ds, db))
+    if len(_inclusions) < 1_000_000:
+        _inclusions.update(seen)
+    return True
+
+
+_inclusions: set[tuple[int, int]] = set()
 
 
 def _minlen(node: Node) -> int | None:
