@@ -175,16 +175,13 @@ class LexerDFA:
         return self.transition(sid, byte)
 
     def can_continue(self, sid: int) -> bool:
-        """Whether some byte keeps ``sid`` alive (one live byte class found is enough)."""
+        """Whether some byte keeps ``sid`` alive (asked of its members' nodes: shared)."""
         live = self.live_bytes[sid]
         if live >= 0:
             return live != 0
         found = self._continues.get(sid)
         if found is None:
-            starts = 1
-            for _, node in self.members[sid]:
-                starts |= rx.class_starts(node)
-            found = any(self.transition(sid, lo) != DEAD for lo, _ in rx.class_runs(starts))
+            found = any(rx.can_continue(node) for _, node in self.members[sid])
             self._continues[sid] = found
         return found
 

@@ -26,6 +26,7 @@ from automask.engine.tokens import Reuse, RootTokens, TokenSet, pack_bool, scan
 from automask.regex import nodes as rx
 
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
+SPLIT_MAX = 4  # child-set scans keep lexer states of more lexemes whole (see _threads)
 REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when they cover this many
 
 
@@ -263,7 +264,7 @@ class MaskComputer:
             return found
         check_time()
         result = np.zeros(tokens.n, dtype=bool)
-        for origin, ls in _threads(config, self.runtime.lexer.split):
+        for origin, ls in _threads(config, self.runtime.lexer.split, SPLIT_MAX):
             inside, crossing = self.sub_scan(tokens, ls)
             result |= inside
             for state, child in crossing:
@@ -291,15 +292,25 @@ def _frozen(inside: np.ndarray) -> np.ndarray:
     return inside
 
 
-def _threads(config: Config, split) -> list:
+def _threads(config: Config, split, most: int | None = None) -> list:
     """The config's threads with each lexer state split into one state per lexeme.
 
     A token's path through a lexer state follows one lexeme at a time, so
     the mask is the union over the members; one-lexeme states recur far more
     often than their unions (the key of an object next to "any other key"),
-    so their scans are shared instead of redone for every union.
+    so their scans are shared instead of redone for every union. A state of
+    more than ``most`` lexemes is kept whole: on a small child set one walk
+    of the union beats a lookup per member (the next key of an object with
+    hundreds of optional properties).
     """
-    return [(origin, one) for origin, ls in config.threads for one in split(ls)]
+    out = []
+    for origin, ls in config.threads:
+        parts = split(ls)
+        if most is not None and len(parts) > most:
+            out.append((origin, ls))
+        else:
+            out.extend((origin, one) for one in parts)
+    return out
 
 
 def _scan_cost(inside, crossing) -> int:

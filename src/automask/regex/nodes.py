@@ -693,6 +693,18 @@ def matches(node: Node, data: bytes) -> bool:
     return node.nullable
 
 
+def can_continue(node: Node) -> bool:
+    """Whether some non-empty string extends a match of ``node`` (memoized per node)."""
+    found = _continues.get(node.uid)
+    if found is None:
+        found = any(derive(node, lo) is not EMPTY for lo, _ in class_runs(class_starts(node)))
+        _continues[node.uid] = found
+    return found
+
+
+_continues: dict[int, bool] = {}
+
+
 def first_bytes(node: Node) -> int:
     """Bitmask of the bytes that can start a non-empty match."""
     bits = 0
