@@ -26,7 +26,7 @@ from automask.engine.tokens import Reuse, RootTokens, TokenSet, pack_bool, scan
 from automask.regex import nodes as rx
 
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
-SPLIT_MAX = 4  # child-set scans keep lexer states of more lexemes whole (see _threads)
+SPLIT_MAX = 16  # child-set scans keep lexer states of more lexemes whole (see _threads)
 REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when they cover this many
 
 
