@@ -698,7 +698,8 @@ def can_continue(node: Node) -> bool:
     found = _continues.get(node.uid)
     if found is None:
         found = any(derive(node, lo) is not EMPTY for lo, _ in class_runs(class_starts(node)))
-        _continues[node.uid] = found
+        if len(_continues) < 1_000_000:
+            _continues[node.uid] = found
     return found
 
 
