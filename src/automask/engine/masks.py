@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from automask.budget import check_time
+from automask.engine import counted
 from automask.engine.state import Config, Runtime
 from automask.engine.tokens import Reuse, RootTokens, TokenSet, pack_bool, scan
 from automask.regex import nodes as rx
@@ -175,8 +176,12 @@ class MaskComputer:
             part, by_node = hit
             return part, [(lexer.single(lex, n), child) for n, child in by_node]
         state = lexer.single(lex, node)
-        reuse = self._reuse(state, finish) if borrow and tokens is self.root else None
-        inside, crossing = scan(tokens, lexer, state, reuse)
+        body = counted.bounded_body(node) if tokens is self.root else None
+        if body is not None:
+            inside, crossing = self._bounded_scan(lex, body, finish)
+        else:
+            reuse = self._reuse(state, finish) if borrow and tokens is self.root else None
+            inside, crossing = scan(tokens, lexer, state, reuse)
         part = finish(inside)
         by_node = [(lexer.members[state][0][1], child) for state, child in crossing]
         shared.put(key, (part, by_node), _scan_cost(part, crossing))
@@ -208,6 +213,38 @@ class MaskComputer:
             return None
         part, crossing = self._shared_scan(self.root, d, finish, borrow=False)
         return Reuse(same, self._inside_rows(part), crossing)
+
+    def _bounded_scan(self, lex: int, body: counted.BoundedBody, finish
+                      ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+        """The root scan of a length-bounded string body, from the unbounded body's
+        (see :mod:`automask.engine.counted`): same tokens, filtered by code points."""
+        lexer, root = self.runtime.lexer, self.root
+        part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded), finish)
+        shared = _shared_scans(root)
+        counts_key = ("body counts", body.code.uid)
+        found = shared.get(counts_key)
+        if found is None:
+            found = counted.body_counts(root, body.code)
+            shared.put(counts_key, found, found[0].nbytes + found[1].nbytes)
+        counts, ended = found
+        inside = self._inside_rows(part)
+        inside &= counted.in_bounds(counts, 0, body.hi) & (~ended | (counts >= body.lo))
+        out = []
+        for state, child in crossing:
+            mine = counts[child.root_rows]
+            lo, hi = counted.effective_bounds(mine, body.lo, body.hi)
+            if (lo, hi) == (0, None):
+                out.append((state, child))  # the same object: its decisions are shared
+                continue
+            keep = counted.in_bounds(mine, lo, hi)
+            if keep.any():
+                key = ("bounded child", child.uid, lo, hi)
+                sub = shared.get(key)
+                if sub is None:
+                    sub = counted.filtered(child, keep)
+                    shared.put(key, sub, sub.nbytes)
+                out.append((state, sub))
+        return inside, out
 
     def _inside_rows(self, part: np.ndarray) -> np.ndarray:
         """A root scan's finished inside part (rows, or packed over ids) as a bool per row."""
