@@ -139,7 +139,8 @@ def _add_bench_maskbench(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", type=_positive_int, metavar="N",
                    help="a random sample of N schemas (default: all)")
     p.add_argument("--split", metavar="NAME",
-                   help="only this split (e.g. Github_easy, Kubernetes, BFCL) or id prefix")
+                   help="only this split (e.g. Github_easy, Kubernetes, BFCL), one schema id, "
+                        "or an id prefix")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the sample (default 0)")
     p.add_argument("--timeout", type=_positive_float, default=10.0, metavar="S",

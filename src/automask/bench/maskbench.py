@@ -183,8 +183,8 @@ def split_of(record_id: str) -> str:
 
 
 def _in_split(record_id: str, split: str) -> bool:
-    return (split_of(record_id) == split or record_id.startswith(split + "---")
-            or record_id.startswith(split + "_"))
+    return (record_id == split or split_of(record_id) == split
+            or record_id.startswith(split + "---") or record_id.startswith(split + "_"))
 
 
 def keyword_of(error: BaseException) -> str:

@@ -423,15 +423,24 @@ class _Lowerer:
 
 def _productive(productions: list[Production], start: str) -> list[Production]:
     """Keep the productions that derive a string and are reachable from ``start``."""
+    # Worklist: a production waits on its distinct rule names; when the last one
+    # becomes productive, so does its left side (linear, however deep the chains).
+    waiting = [len({s for s in p.rhs if isinstance(s, str)}) for p in productions]
+    users: dict[str, list[int]] = {}
+    for i, p in enumerate(productions):
+        for name in {s for s in p.rhs if isinstance(s, str)}:
+            users.setdefault(name, []).append(i)
     productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for p in productions:
-            if p.lhs not in productive and all(
-                    isinstance(s, int) or s in productive for s in p.rhs):
-                productive.add(p.lhs)
-                changed = True
+    todo = [p.lhs for p, w in zip(productions, waiting, strict=True) if w == 0]
+    while todo:
+        name = todo.pop()
+        if name in productive:
+            continue
+        productive.add(name)
+        for i in users.get(name, ()):
+            waiting[i] -= 1
+            if waiting[i] == 0:
+                todo.append(productions[i].lhs)
     if start not in productive:
         raise EmptyLanguage("the grammar accepts no string at all")
     kept = [p for p in productions
