@@ -195,7 +195,11 @@ def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
         raise GrammarError(f"start rule {start!r} is not defined")
     if fuse is None:
         fuse = not ignore
-    return _Lowerer(rules, fuse).run(start, ignore, source)
+    try:
+        return _Lowerer(rules, fuse).run(start, ignore, source)
+    except RecursionError:  # rules nested hundreds deep: walked recursively, so refused
+        raise LimitExceeded("the grammar's rules are nested too deeply "
+                            "(Python's recursion limit)") from None
 
 
 class _Lowerer:
