@@ -23,7 +23,7 @@ import numpy as np
 from automask.budget import check_time
 from automask.engine import counted
 from automask.engine.state import Config, Runtime
-from automask.engine.tokens import Reuse, RootTokens, TokenSet, pack_bool, scan
+from automask.engine.tokens import Reuse, RootTokens, TokenSet, pack_bool, prune_crossing, scan
 from automask.regex import nodes as rx
 
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
@@ -147,8 +147,8 @@ class MaskComputer:
                 self._scans.put(key, found, _scan_cost(*found))
         return found
 
-    def _shared_scan(self, tokens: TokenSet, ls: int, finish, borrow: bool = True
-                     ) -> tuple[np.ndarray, list]:
+    def _shared_scan(self, tokens: TokenSet, ls: int, finish, borrow: bool = True,
+                     follow: int | None = None) -> tuple[np.ndarray, list]:
         """:func:`scan`, shared between grammars for one-lexeme states.
 
         A one-lexeme state's scan depends only on its regex node and on the
@@ -156,7 +156,11 @@ class MaskComputer:
         so it is cached per vocabulary under that key, with the crossing
         states kept as nodes and mapped back into this grammar's lexer. Keys,
         strings, numbers and punctuation recur across schemas, so a new
-        schema's first masks mostly find their scans done.
+        schema's first masks mostly find their scans done. A root scan is
+        walked once without pruning (``follow`` = every byte) and each FOLLOW
+        set's groups are filtered from it: a string body followed by ``,``
+        or ``}`` in one object and by ``}`` alone in the next is one walk of
+        the vocabulary, not two.
         """
         lexer = self.runtime.lexer
         members = lexer.members[ls]
@@ -164,24 +168,37 @@ class MaskComputer:
             inside, crossing = scan(tokens, lexer, ls)
             return finish(inside), crossing
         lex, node = members[0]
-        if tokens is self.root:
+        root = tokens is self.root
+        if root:
             # No token is longer than maxlen bytes, so a node that agrees with this one on
             # strings that long scans the same; x{0,1000} and x{0,999} share one scan.
             # (Child sets are small, and their varying maxlen would only multiply nodes.)
             node = rx.clamp(node, tokens.maxlen)
-        key = (tokens.uid, node.uid, lexer.follow_bytes(lex))
+        if follow is None:
+            follow = lexer.follow_bytes(lex)
+        key = (tokens.uid, node.uid, follow)
         shared = _shared_scans(self.root)
         hit = shared.get(key)
         if hit is not None:
             part, by_node = hit
             return part, [(lexer.single(lex, n), child) for n, child in by_node]
         state = lexer.single(lex, node)
-        body = counted.bounded_body(node) if tokens is self.root else None
+        body = counted.bounded_body(node) if root else None
         if body is not None:
             inside, crossing = self._bounded_scan(lex, body, finish)
+        elif root and follow != rx.FULL_BITS:
+            part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
+            crossing = []
+            for after, child in unpruned:
+                kept = prune_crossing(child, lexer.next_ok(after))
+                if kept is not None:
+                    crossing.append((after, kept))
+            by_node = [(lexer.members[after][0][1], child) for after, child in crossing]
+            shared.put(key, (part, by_node), _scan_cost(None, crossing))
+            return part, crossing
         else:
-            reuse = self._reuse(state, finish) if borrow and tokens is self.root else None
-            inside, crossing = scan(tokens, lexer, state, reuse)
+            reuse = self._reuse(state, finish) if borrow and root else None
+            inside, crossing = scan(tokens, lexer, state, reuse, prune=follow != rx.FULL_BITS)
         part = finish(inside)
         by_node = [(lexer.members[state][0][1], child) for state, child in crossing]
         shared.put(key, (part, by_node), _scan_cost(part, crossing))
@@ -211,7 +228,7 @@ class MaskComputer:
         walked = int(sizes[(after != 0) & ~same].sum())
         if int(sizes[same].sum()) <= 2 * walked:
             return None
-        part, crossing = self._shared_scan(self.root, d, finish, borrow=False)
+        part, crossing = self._shared_scan(self.root, d, finish, False, rx.FULL_BITS)
         return Reuse(same, self._inside_rows(part), crossing)
 
     def _bounded_scan(self, lex: int, body: counted.BoundedBody, finish

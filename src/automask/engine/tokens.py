@@ -221,8 +221,8 @@ def pack_bool(allowed: np.ndarray) -> np.ndarray:
 SMALL_SET = 400  # up to this many rows, stepping bytes in Python beats NumPy's call overhead
 
 
-def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = None
-         ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = None,
+         prune: bool = True) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
     """Run lexer state ``start`` over every token; see the module docstring.
 
     Returns the inside rows (bool) and the crossing groups as ``(state, child)``:
@@ -240,6 +240,11 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     that has the same successor as ``start`` on some first bytes: a token's
     fate depends only on the state after its first byte, so those tokens
     are copied from it and only the other first bytes are walked.
+
+    ``prune=False`` (root sets only) keeps crossing suffixes whatever their
+    next byte: the scan then no longer depends on what may follow the
+    lexeme, and :func:`prune_crossing` derives each grammar's pruned groups
+    from it.
     """
     inside = np.zeros(tokens.n, dtype=bool)
     if tokens.n == 0:
@@ -251,7 +256,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
             only = ~reuse.same_first
             keep = np.repeat(reuse.same_first, tokens.trie.end[1] - tokens.trie.start[1])
             np.logical_and(reuse.inside, keep, out=inside)
-        groups = _walk_trie(tokens, lexer, start, inside, only)
+        groups = _walk_trie(tokens, lexer, start, inside, only, prune)
         if reuse is not None:
             for state, child in reuse.crossing:
                 sel = keep[child.parent_rows]
@@ -274,6 +279,19 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     return inside, crossing
 
 
+def prune_crossing(child: TokenSet, ok: np.ndarray) -> TokenSet | None:
+    """The rows of a crossing group whose next byte ``ok`` admits (None if none does;
+    ``child`` itself if all do): :func:`scan` with pruning, read off one without."""
+    keep = ok[child.flat[child.offsets]]
+    if keep.all():
+        return child
+    if not keep.any():
+        return None
+    parent = None if child.parent_rows is None else child.parent_rows[keep]
+    return TokenSet(child.flat, child.offsets[keep], child.lengths[keep],
+                    child.root_rows[keep], parent)
+
+
 Groups = dict[int, list[tuple[np.ndarray, int | np.ndarray]]]  # state -> (rows, bytes skipped)
 
 
@@ -286,7 +304,7 @@ class Reuse(NamedTuple):
 
 
 def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarray,
-               only: np.ndarray | None = None) -> Groups:
+               only: np.ndarray | None = None, prune: bool = True) -> Groups:
     """Breadth first over the prefix trie: each live prefix is stepped once.
 
     ``only`` (bool per first-level node) limits the walk to those first bytes.
@@ -303,7 +321,7 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
     while nodes.size:
         if nodes.size <= FEW_ROWS and int(  # the deep levels hold a handful of long tokens
                 (trie.end[d][nodes] - trie.start[d][nodes]).sum()) <= FEW_ROWS:
-            _finish_in_python(tokens, lexer, nodes, st, recorded, d, inside, groups)
+            _finish_in_python(tokens, lexer, nodes, st, recorded, d, inside, groups, prune)
             break
         ends = trie.ends[d][nodes]
         if ends.any():
@@ -318,7 +336,8 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
                 mine = acc_nodes[acc_states == state]
                 kids = _ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
                 # Suffixes whose next byte can go on, in this lexeme or in one that may follow.
-                kids = kids[lexer.next_ok(state)[trie.byte[d + 1][kids]]]
+                if prune:
+                    kids = kids[lexer.next_ok(state)[trie.byte[d + 1][kids]]]
                 if kids.size:
                     lo_rows = trie.start[d + 1][kids]
                     rows = _ranges(lo_rows, trie.end[d + 1][kids] - lo_rows)
@@ -343,7 +362,8 @@ FEW_ROWS = 48  # below this many rows left, a trie level's NumPy calls cost more
 
 
 def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st: np.ndarray,
-                      recorded: np.ndarray, d: int, inside: np.ndarray, groups: Groups) -> None:
+                      recorded: np.ndarray, d: int, inside: np.ndarray, groups: Groups,
+                      prune: bool = True) -> None:
     """The rest of a trie walk, row by row: the rows below ``nodes`` (at depth ``d``,
     in lexer states ``st``), as :func:`_walk_rows` steps them."""
     trie, texts = tokens.trie, tokens.texts()
@@ -361,7 +381,7 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
                     break
                 if not rec and accepts[s]:
                     rec = True
-                    if lexer.next_ok(s)[data[j]]:
+                    if not prune or lexer.next_ok(s)[data[j]]:
                         found.setdefault(s, []).append((r, j))
                 s = step(s, data[j])
                 if not s:
