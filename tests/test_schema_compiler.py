@@ -197,6 +197,9 @@ def tree(depth: int, leaf=0):
     return node
 
 
+CLOSED_A = {"properties": {"a": {"type": "string"}}, "required": ["a"],
+            "additionalProperties": False}
+CLOSED_B = {"properties": {"b": {}}, "required": ["b"], "additionalProperties": False}
 DISCRIMINATED = {"oneOf": [
     {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}},
      "required": ["kind", "x"]},
@@ -499,6 +502,17 @@ CASES = [
     ("oneOf-booleans", {"oneOf": [True, {"type": "string"}, False]}, [1, None, "a"], D2020),
     ("oneOf-nested", {"oneOf": [{"oneOf": [{"type": "null"}]}, {"type": "string"}]},
      [None, "a", 1], D2020),
+    # disjoint because each branch requires a key the other's closed object forbids:
+    # among objects only (a string meets both branches when nothing says "object")
+    ("oneOf-closed-objects", {"type": "object", "oneOf": [CLOSED_A, CLOSED_B]},
+     [{"a": "x"}, {"b": 1}, {"a": "x", "b": 1}, {}, "s"], D2020),
+    ("oneOf-nested-enums", {"oneOf": [
+        {"oneOf": [{"enum": ["A", "B"]}, {"enum": ["C"]}]},
+        {"type": "object", "properties": {"t": {"oneOf": [{"enum": ["A"]}, {"enum": ["N"]}]}},
+         "required": ["t"], "additionalProperties": False},
+        {"type": "object", "properties": {"t": {"enum": ["X"]}}, "required": ["t"]}]},
+     ["A", "C", "D", {"t": "A"}, {"t": "N"}, {"t": "X"}, {"t": "X", "u": 1}, {"t": "Q"}],
+     D2020),
     # ---- dependencies
     ("dependentRequired",
      {"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
@@ -864,6 +878,15 @@ def test_documented_narrowings(schema, texts, tiny_bpe_vocab):
 # --------------------------------------------------------------------------- unsupported
 
 UNSUPPORTED = [
+    # not disjoint without "type": "object" (a string meets both): needs the complement
+    ({"oneOf": [CLOSED_A, CLOSED_B]}, "additionalProperties", "#/oneOf/1/additionalProperties"),
+    # patternProperties admit the other branch's required key: not disjoint either
+    ({"type": "object", "oneOf": [
+        {"properties": {"a": {}}, "patternProperties": {"^b": {}}, "required": ["a"],
+         "additionalProperties": False},
+        {"properties": {"b1": {}}, "patternProperties": {"^a": {}}, "required": ["b1"],
+         "additionalProperties": False}]},
+     "additionalProperties", "#/oneOf/1/additionalProperties"),
     ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True,
                                                 "items": {"type": "string"}}}},
      "uniqueItems", "#/properties/tags/uniqueItems"),

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from automask.engine.tokens import RootTokens, TokenSet
+from automask.engine.tokens import RootTokens
 from automask.regex import nodes as rx
 
 CONTINUATION = sum(1 << b for b in range(0x80, 0xC0))  # UTF-8 continuation bytes
@@ -137,12 +137,6 @@ def _count_in_python(data: bytes, code: rx.Code) -> tuple[int, bool]:
             count += 1 if not (code.identity >> b) & 1 else int((CONTINUATION >> b) & 1 == 0)
         node = nxt if code.children[nxt] else 0
     return count, False
-
-
-def filtered(child: TokenSet, keep: np.ndarray) -> TokenSet:
-    """The rows of a child set where ``keep`` holds (same parent, same suffixes)."""
-    return TokenSet(child.flat, child.offsets[keep], child.lengths[keep],
-                    child.root_rows[keep], child.parent_rows[keep])
 
 
 def in_bounds(counts: np.ndarray, lo: int, hi: int | None) -> np.ndarray:

@@ -98,7 +98,8 @@ class LexerDFA:
 
     def single(self, lex: int, node: rx.Node) -> int:
         """The state holding just lexeme ``lex`` at ``node``."""
-        return self._intern(((lex, node),))
+        sid = self._ids.get(((lex, node.uid),))  # the key _intern gives it
+        return sid if sid is not None else self._intern(((lex, node),))
 
     def split(self, sid: int) -> tuple[int, ...]:
         """The one-lexeme states whose union is ``sid`` (``(sid,)`` when it has one)."""

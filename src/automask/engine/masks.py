@@ -258,7 +258,7 @@ class MaskComputer:
                 key = ("bounded child", child.uid, lo, hi)
                 sub = shared.get(key)
                 if sub is None:
-                    sub = counted.filtered(child, keep)
+                    sub = child.subset(keep)
                     shared.put(key, sub, sub.nbytes)
                 out.append((state, sub))
         return inside, out
@@ -307,7 +307,8 @@ class MaskComputer:
         after = self.runtime.after_thread(origin, state)
         if after is self.runtime.dead:
             return None
-        allowed = self.allowed(after, child)
+        canonical, index = child.canonical()
+        allowed = self.allowed(after, canonical)[index]
         return allowed if allowed.any() else None
 
     def allowed(self, config: Config, tokens: TokenSet) -> np.ndarray:
@@ -357,14 +358,17 @@ def _threads(config: Config, split, most: int | None = None) -> list:
     of the union beats a lookup per member (the next key of an object with
     hundreds of optional properties).
     """
-    out = []
-    for origin, ls in config.threads:
-        parts = split(ls)
-        if most is not None and len(parts) > most:
-            out.append((origin, ls))
-        else:
-            out.extend((origin, one) for one in parts)
-    return out
+    found = config.parts.get(most)
+    if found is None:
+        found = []
+        for origin, ls in config.threads:
+            parts = split(ls)
+            if most is not None and len(parts) > most:
+                found.append((origin, ls))
+            else:
+                found.extend((origin, one) for one in parts)
+        config.parts[most] = found
+    return found
 
 
 def _scan_cost(inside, crossing) -> int:

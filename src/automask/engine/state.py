@@ -21,7 +21,7 @@ from automask.engine.lexer import LexerDFA
 class Config:
     """An interned configuration; compare by identity."""
 
-    __slots__ = ("uid", "threads", "accepting", "next", "live_bytes")
+    __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "parts")
 
     def __repr__(self) -> str:
         ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in self.threads)
@@ -68,6 +68,7 @@ class Runtime:
             c.accepting = accepting
             c.next = {}
             c.live_bytes = -1
+            c.parts = {}  # the threads split per lexeme, by size limit (engine.masks)
             self._configs[key] = c
             return c
 

@@ -31,7 +31,7 @@ class TokenSet:
     """Byte strings sharing one flat buffer; ``root_rows`` maps rows to the root set."""
 
     __slots__ = ("uid", "flat", "offsets", "lengths", "root_rows", "parent_rows", "n", "maxlen",
-                 "_texts")
+                 "_texts", "_canonical")
 
     def __init__(self, flat: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
                  root_rows: np.ndarray, parent_rows: np.ndarray | None):
@@ -44,6 +44,7 @@ class TokenSet:
         self.n = len(offsets)
         self.maxlen = int(lengths.max()) if self.n else 0
         self._texts: list[bytes] | None = None
+        self._canonical: tuple[TokenSet, np.ndarray] | None = None
 
     def texts(self) -> list[bytes]:
         """The rows as Python bytes (made once; for walking a few rows in Python)."""
@@ -58,6 +59,31 @@ class TokenSet:
         return TokenSet(self.flat, self.offsets[rows] + skip, self.lengths[rows] - skip,
                         self.root_rows[rows], rows)
 
+    def subset(self, keep: np.ndarray) -> TokenSet:
+        """The rows where ``keep`` holds (same parent, same suffixes)."""
+        parent = None if self.parent_rows is None else self.parent_rows[keep]
+        return TokenSet(self.flat, self.offsets[keep], self.lengths[keep],
+                        self.root_rows[keep], parent)
+
+    def canonical(self) -> tuple[TokenSet, np.ndarray]:
+        """This set's distinct byte strings as a set of their own (one per content,
+        see :func:`canonical_set`), and each row's index in it.
+
+        Whether a configuration admits a row depends on the row's bytes alone,
+        so decisions are made on the canonical set: the suffixes after a key's
+        closing quote (``:``, ``: "``, ``": {"``...) are one set for every key
+        of every schema, scanned and decided once per parser configuration
+        instead of once per key, and repeated suffixes are decided once.
+        """
+        found = self._canonical
+        if found is None:
+            texts = self.texts()
+            distinct = sorted(set(texts))
+            position = {t: i for i, t in enumerate(distinct)}
+            index = np.fromiter((position[t] for t in texts), dtype=np.int64, count=self.n)
+            found = self._canonical = (canonical_set(tuple(distinct)), index)
+        return found
+
     @property
     def nbytes(self) -> int:
         return (self.offsets.nbytes + self.lengths.nbytes + self.root_rows.nbytes
@@ -66,6 +92,28 @@ class TokenSet:
     def row_bytes(self, row: int) -> bytes:
         o = int(self.offsets[row])
         return self.flat[o: o + int(self.lengths[row])].tobytes()
+
+
+_canonical_sets: dict[tuple[bytes, ...], TokenSet] = {}
+MAX_CANONICAL_SETS = 100_000  # past this many the table starts over (sharing is only lost)
+
+
+def canonical_set(strings: tuple[bytes, ...]) -> TokenSet:
+    """The one token set of these distinct, sorted byte strings (its rows index nothing
+    else: ``root_rows`` is the identity, and it has no parent)."""
+    found = _canonical_sets.get(strings)
+    if found is None:
+        lengths = np.fromiter(map(len, strings), dtype=np.int32, count=len(strings))
+        offsets = np.zeros(len(strings), dtype=np.int32)
+        if len(strings) > 1:
+            np.cumsum(lengths[:-1], out=offsets[1:])
+        flat = np.frombuffer(b"".join(strings) + b"\0", dtype=np.uint8)
+        found = TokenSet(flat, offsets, lengths, np.arange(len(strings), dtype=np.int32), None)
+        found._texts = list(strings)
+        if len(_canonical_sets) >= MAX_CANONICAL_SETS:
+            _canonical_sets.clear()
+        found = _canonical_sets.setdefault(strings, found)
+    return found
 
 
 class RootTokens(TokenSet):
@@ -285,11 +333,7 @@ def prune_crossing(child: TokenSet, ok: np.ndarray) -> TokenSet | None:
     keep = ok[child.flat[child.offsets]]
     if keep.all():
         return child
-    if not keep.any():
-        return None
-    parent = None if child.parent_rows is None else child.parent_rows[keep]
-    return TokenSet(child.flat, child.offsets[keep], child.lengths[keep],
-                    child.root_rows[keep], parent)
+    return child.subset(keep) if keep.any() else None
 
 
 Groups = dict[int, list[tuple[np.ndarray, int | np.ndarray]]]  # state -> (rows, bytes skipped)
@@ -393,23 +437,25 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
 
 
 def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
-    """Byte by byte in Python, for a few rows."""
+    """Byte by byte in Python, for a few rows (those whose first byte lives: one lookup)."""
     found: dict[int, list[tuple[int, int]]] = {}
-    step, accepts = lexer.step, lexer.accepts
-    for r, data in enumerate(tokens.texts()):
+    step, accepts, texts = lexer.step, lexer.accepts, tokens.texts()
+    first = lexer.table[start][tokens.flat[tokens.offsets]]  # scan() built the row
+    for r in np.flatnonzero(first).tolist():
+        data = texts[r]
         n = len(data)
-        s = start
+        s = int(first[r])
         recorded = False
-        for j, byte in enumerate(data, 1):
-            s = step(s, byte)
-            if not s:
-                break
-            if j == n:
-                inside[r] = True
-            elif not recorded and accepts[s]:
+        for j in range(1, n):
+            if not recorded and accepts[s]:
                 recorded = True
                 if lexer.next_ok(s)[data[j]]:
                     found.setdefault(s, []).append((r, j))
+            s = step(s, data[j])
+            if not s:
+                break
+        else:
+            inside[r] = True
     return {state: [(np.array([r for r, _ in parts], dtype=np.int32), parts[0][1])]
             if len({k for _, k in parts}) == 1 else
             [(np.array([r], dtype=np.int32), k) for r, k in parts]

@@ -31,6 +31,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
@@ -311,7 +312,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 if kw == "anyOf" and self.tracks and any(_pending(x) for x in members) and \
                         len(subs) > 1:
                     return self.any_of_subsets(rest, subs, m)
-                if kw == "oneOf" and not self.disjoint(subs):
+                if kw == "oneOf" and not self.disjoint(subs, rest):
                     # Exactly one: branch i holds and every other branch fails.
                     alternatives = [self.conj_ref(rest + [sub] + [
                         _negated(o) for o in subs if o is not sub]) for sub in subs]
@@ -902,33 +903,15 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         return Seq((text("["), js.ws(), tail(0, True), js.ws(), text("]")))
 
     # ------------------------------------------------------------------ oneOf
-    def disjoint(self, subs: list[Member]) -> bool:
-        """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
-        sigs = []
-        for sub in subs:
-            members = self.expand([sub])
-            if members is None:
-                sigs.append(("never",))
-                continue
-            types = set(TYPES)
-            consts: dict[str, list] = {}
-            values = None
-            for m in members:
-                s = m.schema
-                if "anyOf" in s or "oneOf" in s:
-                    return False
-                t = s.get("type")
-                if t is not None:
-                    ts = {t} if isinstance(t, str) else set(t)
-                    if "number" in ts:
-                        ts.add("integer")
-                    types &= ts
-                for k, p in (s.get("properties") or {}).items():
-                    if isinstance(p, dict) and ("const" in p or "enum" in p) and \
-                            k in s.get("required", ()):
-                        consts[k] = [p["const"]] if "const" in p else list(p["enum"])
-            values = self.enumerated(members)
-            sigs.append((types, consts, values))
+    def disjoint(self, subs: list[Member], context: list[Member] = ()) -> bool:
+        """Whether no JSON value can satisfy two branches (a sufficient, cheap test).
+
+        ``context`` are the members every branch is conjoined with (the
+        ``type`` next to the ``oneOf``): two branches that each require a key
+        the other's closed object forbids are disjoint only among objects.
+        """
+        context_types = _types_of([m.schema for m in context], set(TYPES))
+        sigs = [self.signature([sub], context_types) for sub in subs]
         for i in range(len(sigs)):
             for j in range(i + 1, len(sigs)):
                 a, b = sigs[i], sigs[j]
@@ -937,6 +920,43 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 if not _sigs_disjoint(a, b):
                     return False
         return True
+
+
+    def signature(self, branch: list[Member], types: set, depth: int = 0) -> tuple:
+        """What :func:`_sigs_disjoint` compares: supersets of a branch's types and
+        values, the values of its required keys, and its key rules."""
+        try:
+            members = self.expand(branch)
+        except GrammarError:
+            if not depth:
+                raise
+            return (set(TYPES), {}, None, _key_rules([]))  # nothing known below the top
+        if members is None:
+            return ("never",)
+        values = self.enumerated(members)
+        consts: dict[str, list] = {}
+        for m in members:
+            s = m.schema
+            nested = [b for kw in ("anyOf", "oneOf") for b in (s.get(kw) or ())]
+            if nested:  # the value is one of the branches': narrow to their union
+                if depth >= 3 or not all(isinstance(b, dict) for b in nested):
+                    continue
+                subs = [self.signature([Member(f"{m.uri}/~{i}", b, m.base)], set(TYPES),
+                                       depth + 1) for i, b in enumerate(nested)]
+                subs = [x for x in subs if x != ("never",)]
+                types &= set().union(*(x[0] for x in subs))
+                if all(x[2] is not None for x in subs):
+                    union = [v for x in subs for v in x[2]]
+                    values = union if values is None else [
+                        v for v in values if any(_json_equal(v, u) for u in union)]
+            for k, p in (s.get("properties") or {}).items():
+                if k in s.get("required", ()) and isinstance(p, dict) and depth < 3:
+                    sig = self.signature([Member(f"{m.uri}/properties/{k}", p, m.base)],
+                                         set(TYPES), depth + 1)
+                    if sig != ("never",) and sig[2] is not None:
+                        consts[k] = sig[2]
+        types = _types_of([m.schema for m in members], types)
+        return (types, consts, values, _key_rules(members))
 
 
 # ---------------------------------------------------------------------- helpers
@@ -951,9 +971,46 @@ def _excluded(n: dict) -> list:
     return values or []
 
 
+def _types_of(schemas: list, types: set) -> set:
+    """``types`` narrowed by each schema's ``type`` (a number type admits integers)."""
+    for s in schemas:
+        t = s.get("type")
+        if t is not None:
+            ts = {t} if isinstance(t, str) else set(t)
+            if "number" in ts:
+                ts.add("integer")
+            types &= ts
+    return types
+
+
+class _KeyRules(NamedTuple):
+    """What a conjunction of object schemas says of single keys (for disjointness)."""
+
+    required: frozenset
+    closed: tuple  # declared names of each member with additionalProperties false
+    forbidden: frozenset  # properties whose schema is false
+
+    def admits(self, key: str) -> bool:
+        return key not in self.forbidden and all(key in names for names in self.closed)
+
+
+def _key_rules(members: list[Member]) -> _KeyRules:
+    required, closed, forbidden = set(), [], set()
+    for m in members:
+        s = m.schema
+        if isinstance(s.get("required"), list):
+            required.update(k for k in s["required"] if isinstance(k, str))
+        props = s.get("properties")
+        props = props if isinstance(props, dict) else {}
+        forbidden.update(k for k, p in props.items() if p is False)
+        if s.get("additionalProperties") is False and not s.get("patternProperties"):
+            closed.append(frozenset(props))
+    return _KeyRules(frozenset(required), tuple(closed), frozenset(forbidden))
+
+
 def _sigs_disjoint(a, b) -> bool:
-    ta, ca, va = a
-    tb, cb, vb = b
+    ta, ca, va, ka = a
+    tb, cb, vb, kb = b
     if not (ta & tb):
         return True
     if va is not None and vb is not None and not any(
@@ -969,6 +1026,10 @@ def _sigs_disjoint(a, b) -> bool:
         for k in set(ca) & set(cb):
             if not any(_json_equal(x, y) for x in ca[k] for y in cb[k]):
                 return True
+        # a key one side requires and the other forbids
+        if any(not kb.admits(k) for k in ka.required) or \
+                any(not ka.admits(k) for k in kb.required):
+            return True
     return False
 
 
