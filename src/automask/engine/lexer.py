@@ -35,6 +35,7 @@ class LexerDFA:
         self._follow = follow
         self._follow_bytes: dict[int, int] = {}
         self._next_ok: dict[int, np.ndarray] = {}
+        self._follow_ok: dict[int, np.ndarray] = {}
         self.max_states = max_states
         self._ids: dict[tuple, int] = {}
         self.members: list[tuple[tuple[int, rx.Node], ...]] = []
@@ -215,4 +216,17 @@ class LexerDFA:
                 bits |= self.follow_bytes(lex)
             lut = np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
             self._next_ok[sid] = lut
+        return lut
+
+    def follow_ok(self, sid: int) -> np.ndarray:
+        """For an accepting state: which next bytes can start what may follow a lexeme
+        ending here. Ending where the next byte can only go on in the lexeme is no
+        end at all (whitespace before more whitespace), so walks do not split there."""
+        lut = self._follow_ok.get(sid)
+        if lut is None:
+            bits = 0
+            for lex in self.accepts[sid]:
+                bits |= self.follow_bytes(lex)
+            lut = np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
+            self._follow_ok[sid] = lut
         return lut

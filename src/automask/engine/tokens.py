@@ -12,7 +12,11 @@ byte column at a time (only the tokens still alive take part), and returns
 * the *crossing* groups: tokens in which some lexeme may end strictly
   inside, grouped by the lexer state at the first such point, with the
   child set of their suffixes. Whether those are allowed depends on the
-  parser, so the mask computation decides them.
+  parser, so the mask computation decides them. Child sets skip ends
+  whose next byte cannot start what may follow the lexeme: a run of
+  whitespace crosses once, at its last byte, not once per byte. Either
+  choice of end point is exact, since the configuration after an end
+  keeps the thread that goes on in the lexeme.
 """
 
 from __future__ import annotations
@@ -424,8 +428,11 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
                     inside[r] = True
                     break
                 if not rec and accepts[s]:
-                    rec = True
-                    if not prune or lexer.next_ok(s)[data[j]]:
+                    if not prune:
+                        rec = True
+                        found.setdefault(s, []).append((r, j))
+                    elif lexer.follow_ok(s)[data[j]]:
+                        rec = True
                         found.setdefault(s, []).append((r, j))
                 s = step(s, data[j])
                 if not s:
@@ -447,10 +454,9 @@ def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray
         s = int(first[r])
         recorded = False
         for j in range(1, n):
-            if not recorded and accepts[s]:
+            if not recorded and accepts[s] and lexer.follow_ok(s)[data[j]]:
                 recorded = True
-                if lexer.next_ok(s)[data[j]]:
-                    found.setdefault(s, []).append((r, j))
+                found.setdefault(s, []).append((r, j))
             s = step(s, data[j])
             if not s:
                 break
@@ -490,12 +496,12 @@ def _walk_columns(tokens: TokenSet, lexer: LexerDFA, start: int,
             acc &= ~recorded[idx]
         if acc.any():
             rows, states = idx[acc], st[acc]
-            recorded[rows] = True
             after = flat[offsets[rows] + j + 1]
             for state in np.unique(states).tolist():
-                # Rows whose next byte can go on, in this lexeme or in one that may follow.
-                sel = (states == state) & lexer.next_ok(state)[after]
+                # A lexeme ends here only if the next byte can start what follows it.
+                sel = (states == state) & lexer.follow_ok(state)[after]
                 if sel.any():
+                    recorded[rows[sel]] = True
                     groups.setdefault(state, []).append((rows[sel], j + 1))
         j += 1
         st = lexer.gather(st, flat[offsets[idx] + j])
