@@ -706,6 +706,10 @@ def test_hard_grammars_byte_by_byte(name, alphabet, exhaustive):
     assert accepted >= 10
 
 
+# runs of whitespace longer than a token, bounded: every split of a run is a lexeme end
+WHITESPACE_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
+    "a": {"type": "integer"}, "1": {"type": "object", "additionalProperties": False}}}
+
 CSV_GBNF = r"""
 root ::= row ("\n" row)*
 row  ::= cell | row "," cell
@@ -719,12 +723,15 @@ cell ::= [ab]+ | "\"" [ab,]* "\""
     ("gbnf-nullable", b"xyz"),
     ("lark-ignore", b"[],1a \n"),
     ("gbnf-csv", b'ab,"\n'),
+    ("schema-whitespace", b'{}":, \na1'),
 ])
 def test_masks_with_every_short_token(name, alphabet):
     """A vocabulary of every string of 1 to 3 bytes over the grammar's alphabet: tokens
     that end a lexeme, cross one or several lexeme boundaries, or end inside one; the
     mask must be exactly the oracle's at random states."""
-    grammar = Grammar.from_gbnf(CSV_GBNF) if name == "gbnf-csv" else GRAMMARS[name]()
+    grammar = (Grammar.from_gbnf(CSV_GBNF) if name == "gbnf-csv" else
+               Grammar.from_json_schema(WHITESPACE_SCHEMA, max_whitespace=4)
+               if name == "schema-whitespace" else GRAMMARS[name]())
     tokens = [b"<e>"] + [s for s in all_strings(alphabet, 3) if s]
     v = Vocabulary(tokens, special_ids=[0], eos_token_ids=[0])
     compiled = automask.compile(grammar, v)

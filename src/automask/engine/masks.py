@@ -23,7 +23,15 @@ import numpy as np
 from automask.budget import check_time
 from automask.engine import counted
 from automask.engine.state import Config, Runtime
-from automask.engine.tokens import Reuse, RootTokens, TokenSet, pack_bool, prune_crossing, scan
+from automask.engine.tokens import (
+    Reuse,
+    RootTokens,
+    TokenSet,
+    pack_bool,
+    prune_crossing,
+    scan,
+    scan_string,
+)
 from automask.regex import nodes as rx
 
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
@@ -196,6 +204,8 @@ class MaskComputer:
             by_node = [(lexer.members[after][0][1], child) for after, child in crossing]
             shared.put(key, (part, by_node), _scan_cost(None, crossing))
             return part, crossing
+        elif root and (text := rx.single_string(node, tokens.maxlen)) is not None:
+            inside, crossing = scan_string(tokens, lexer, state, text)  # a key's name
         else:
             reuse = self._reuse(state, finish) if borrow and root else None
             inside, crossing = scan(tokens, lexer, state, reuse, prune=follow != rx.FULL_BITS)

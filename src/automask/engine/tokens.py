@@ -331,6 +331,41 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     return inside, crossing
 
 
+def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
+                ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+    """:func:`scan` of a state whose lexeme matches ``text`` alone, without pruning.
+
+    The inside tokens are the prefixes of ``text``; the crossing ones start
+    with all of it and go on (sorted rows: one range), in one group at the
+    end of ``text``. One path down the trie instead of a walk of every token
+    sharing a first byte with it.
+    """
+    trie = tokens.trie
+    inside = np.zeros(tokens.n, dtype=bool)
+    if not text:  # the lexeme has ended: no token goes on in it
+        return inside, []
+    node = 0
+    for d, byte in enumerate(text):
+        lo, hi = int(trie.kid_lo[d][node]), int(trie.kid_hi[d][node])
+        i = lo + int(np.searchsorted(trie.byte[d + 1][lo:hi], byte))
+        if i >= hi or trie.byte[d + 1][i] != byte:
+            return inside, []
+        node = i
+        if trie.ends[d + 1][node]:
+            inside[trie.start[d + 1][node]] = True
+    level = len(text)
+    first, last = int(trie.start[level][node]), int(trie.end[level][node])
+    if trie.ends[level][node]:
+        first += 1  # the row equal to text: inside
+    if first >= last:
+        return inside, []
+    end = start
+    for byte in text:
+        end = lexer.step(end, byte)
+    rows = np.arange(first, last, dtype=np.int32)
+    return inside, [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))]
+
+
 def prune_crossing(child: TokenSet, ok: np.ndarray) -> TokenSet | None:
     """The rows of a crossing group whose next byte ``ok`` admits (None if none does;
     ``child`` itself if all do): :func:`scan` with pruning, read off one without."""

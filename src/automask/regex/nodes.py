@@ -706,6 +706,34 @@ def can_continue(node: Node) -> bool:
 _continues: dict[int, bool] = {}
 
 
+def single_string(node: Node, limit: int = 256) -> bytes | None:
+    """The one string ``node`` matches, or None: a key's name is one, and a token
+    scan of it is a walk along one path of the vocabulary's trie (memoized per node;
+    strings over ``limit`` bytes count as None)."""
+    found = _single.get(node.uid, _UNKNOWN)
+    if found is not _UNKNOWN:
+        return found
+    out = bytearray()
+    n = node
+    while True:
+        live, byte = 0, 0  # how many bytes go on, and one of them
+        for lo, hi in class_runs(class_starts(n)):
+            if derive(n, lo) is not EMPTY:
+                live, byte = live + hi - lo + 1, lo
+        if n.nullable or live != 1 or len(out) >= limit:
+            found = bytes(out) if n.nullable and not live else None
+            break
+        out.append(byte)
+        n = derive(n, byte)
+    if len(_single) < 1_000_000:
+        _single[node.uid] = found
+    return found
+
+
+_single: dict[int, bytes | None] = {}
+_UNKNOWN = object()
+
+
 def first_bytes(node: Node) -> int:
     """Bitmask of the bytes that can start a non-empty match."""
     bits = 0

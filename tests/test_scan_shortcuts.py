@@ -1,0 +1,77 @@
+"""Token-scan shortcuts give exactly the general walk's answer.
+
+* :func:`scan_string`: a lexeme state that matches one string (a key's name)
+  is scanned along one path of the trie; compared with the breadth-first walk
+  of the whole vocabulary on real and trained tokenizers.
+* Child-set walks end a lexeme only where the next byte can start what may
+  follow it; exact masks against the prefix oracle on every short token
+  (a JSON object with flexible whitespace, where runs of spaces and newlines
+  would otherwise cross once per byte) are in test_engine's oracle tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from automask import Vocabulary
+from automask.engine.compiled import root_tokens
+from automask.engine.lexer import LexerDFA
+from automask.engine.tokens import scan, scan_string
+from automask.regex import nodes as rx
+from automask.schema.json_text import literal_string_node
+
+TEXTS = [b"name", b"the", b" the", b"a", b"zzzzqq", b"\xc3\xa9t\xc3\xa9", b"ab" * 40]
+
+
+def _groups(crossing) -> set[tuple[int, int, int, int]]:
+    """Crossing groups as (state, root row, suffix offset, suffix length)."""
+    out = set()
+    for state, child in crossing:
+        for row, offset, length in zip(child.root_rows.tolist(), child.offsets.tolist(),
+                                       child.lengths.tolist(), strict=True):
+            out.add((state, row, offset, length))
+    return out
+
+
+def _compare(vocab: Vocabulary, node: rx.Node) -> tuple[int, int]:
+    root = root_tokens(vocab)
+    lexer = LexerDFA((node,))
+    state = lexer.single(0, node)
+    text = rx.single_string(node, limit=10**6)  # longer than any token too
+    assert text is not None
+    inside_a, crossing_a = scan_string(root, lexer, state, text)
+    inside_b, crossing_b = scan(root, lexer, state, prune=False)
+    assert np.array_equal(inside_a, inside_b), text
+    assert _groups(crossing_a) == _groups(crossing_b), text
+    return int(inside_a.sum()), sum(c.n for _, c in crossing_a)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_single_string_scan_matches_the_walk(text, tiny_bpe_vocab):
+    for node in (rx.literal(text), literal_string_node(text.decode("utf-8")),
+                 rx.concat(literal_string_node(text.decode("utf-8")), rx.literal(b":"))):
+        _compare(tiny_bpe_vocab, node)
+
+
+@pytest.mark.data
+def test_single_string_scan_matches_the_walk_on_llama(shared_data):
+    vocab = Vocabulary.from_file(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json")
+    inside = crossing = 0
+    nodes = [rx.literal(t) for t in TEXTS + [b"\"", b"\":", b"description"]]
+    nodes += [literal_string_node(t) for t in ("description", "properties", "émoji", "a b")]
+    for node in nodes:
+        a, b = _compare(vocab, node)
+        inside, crossing = inside + a, crossing + b
+    assert inside > 20 and crossing > 20  # prefixes and longer tokens both occur
+
+
+def test_single_string_is_none_for_other_languages():
+    assert rx.single_string(rx.literal(b"abc")) == b"abc"
+    assert rx.single_string(rx.alt(rx.literal(b"ab"), rx.literal(b"ac"))) is None
+    assert rx.single_string(rx.star(rx.literal(b"a"))) is None
+    assert rx.single_string(rx.optional(rx.literal(b"a"))) is None
+    assert rx.single_string(rx.literal(b"abcdef"), limit=3) is None
+    assert rx.single_string(rx.EPS) == b""
+    # a quote inside a JSON string has two spellings (\" and \u0022)
+    assert rx.single_string(literal_string_node('say "hi"')) is None
