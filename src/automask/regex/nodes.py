@@ -708,26 +708,40 @@ _continues: dict[int, bool] = {}
 
 def single_string(node: Node, limit: int = 256) -> bytes | None:
     """The one string ``node`` matches, or None: a key's name is one, and a token
-    scan of it is a walk along one path of the vocabulary's trie (memoized per node;
-    strings over ``limit`` bytes count as None)."""
+    scan of it is a walk along one path of the vocabulary's trie.
+
+    Read off the node's structure (bytes, concatenations, encodings with one
+    spelling per byte), memoized per node: a node built otherwise that still
+    matches one string is simply not recognized. Strings over ``limit`` bytes
+    count as None.
+    """
     found = _single.get(node.uid, _UNKNOWN)
-    if found is not _UNKNOWN:
-        return found
-    out = bytearray()
-    n = node
-    while True:
-        live, byte = 0, 0  # how many bytes go on, and one of them
-        for lo, hi in class_runs(class_starts(n)):
-            if derive(n, lo) is not EMPTY:
-                live, byte = live + hi - lo + 1, lo
-        if n.nullable or live != 1 or len(out) >= limit:
-            found = bytes(out) if n.nullable and not live else None
-            break
-        out.append(byte)
-        n = derive(n, byte)
-    if len(_single) < 1_000_000:
-        _single[node.uid] = found
-    return found
+    if found is _UNKNOWN:
+        found = _fixed(node)
+        if len(_single) < 1_000_000:
+            _single[node.uid] = found
+    return found if found is None or len(found) <= limit else None
+
+
+def _fixed(node: Node) -> bytes | None:
+    k = node.kind
+    if k == K_EPS:
+        return b""
+    if k == K_BYTES:
+        return bytes([node.bits.bit_length() - 1]) if node.bits & (node.bits - 1) == 0 else None
+    if k == K_CONCAT:
+        a = single_string(node.a, 1 << 30)
+        b = single_string(node.b, 1 << 30) if a is not None else None
+        return None if b is None else a + b
+    if k == K_ENC and node.hi == 0:  # not inside a spelling
+        text = single_string(node.a, 1 << 30)
+        if text is None:
+            return None
+        words = _codes[node.lo].words
+        if any(len(words.get(c, ())) != 1 for c in set(text)):
+            return None
+        return b"".join(words[c][0] for c in text)
+    return None
 
 
 _single: dict[int, bytes | None] = {}
@@ -810,6 +824,7 @@ class Code:
 
     def __init__(self, spellings: dict[int, list[bytes]], name: str = "encoded"):
         self.name = name
+        self.words = {source: tuple(words) for source, words in spellings.items()}
         # trie node 0 is the root; children[n][byte] -> node; done[n] = sources spelled by n
         self.children: list[dict[int, int]] = [{}]
         self.done: list[tuple[int, ...]] = [()]
