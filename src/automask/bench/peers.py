@@ -297,7 +297,9 @@ class XGrammarEngine(Engine):
             hf = PreTrainedTokenizerFast(tokenizer_file=path)
             info = self._xgr.TokenizerInfo.from_huggingface(
                 hf, vocab_size=vocab.size, stop_token_ids=list(vocab.eos_token_ids) or None)
-            self.compiler = self._xgr.GrammarCompiler(info)
+            # One thread, like the other engines here; no cache of compiled grammars (each
+            # schema is compiled once, and the cache grew past 8 GB over MaskBench).
+            self.compiler = self._xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
         except Exception as e:
             raise PeerError(f"xgrammar cannot load {tokenizer_path}: {_one_line(str(e))}") from e
         self.size = vocab.size
