@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
-from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower, text
+from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower
 from automask.regex import nodes as rx
 from automask.regex import utf8
 from automask.regex.parser import parse_regex, parse_regex_search
@@ -781,13 +781,15 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 Seq((Terminal(string_node(node)), js.key_sep(), value)) for node, value in extras))
 
         def tail(i: int, n: int, first: bool) -> Expr:
+            """Members from the i-th declared one on, n counted so far; ``first``: none
+            written yet, and (see JsonPieces.enclose) at least one must be."""
             key = (i, n, first)
             if key in memo:
                 return memo[key]
             if i == len(declared):
                 # Declared keys appear at most once; extra keys may repeat, so together
                 # they are only sure to add one distinct key towards minProperties.
-                lo = max(min_p - n, 0)
+                lo = max(min_p - n, 1 if first else 0)
                 if lo > 1 or (lo == 1 and extra_member is None):
                     rule = f"obj{len(self.rules)}"
                     self.rules[rule] = Terminal(rx.EMPTY)
@@ -816,7 +818,8 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             memo[key] = Ref(rule)
             return memo[key]
 
-        return Seq((text("{"), js.ws(), tail(0, 0, True), js.ws(), text("}")))
+        empty = min_p == 0 and not any(req for _, _, req in declared)
+        return js.enclose("{", tail(0, 0, True), "}", empty)
 
     # ------------------------------------------------------------------ arrays
     def array(self, members: list[Member]) -> Expr:
@@ -882,17 +885,20 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             return self.multi_counted_array(counts, min_i, max_i, prefix_len, at_members)
 
         def tail(i: int, first: bool) -> Expr:
+            """Items from the i-th on; ``first``: none written yet, and (see
+            JsonPieces.enclose) at least one must be."""
+            done = rx.EPS if i >= min_i and not first else rx.EMPTY
             if max_i is not None and i >= max_i:
-                return Terminal(rx.EPS if i >= min_i else rx.EMPTY)
+                return Terminal(done)
             if i < prefix_len:
                 item = at(i)
                 if item is None:
-                    return Terminal(rx.EPS if i >= min_i else rx.EMPTY)
+                    return Terminal(done)
                 head = item if first else Seq((js.item_sep(), item))
                 more = Seq((head, tail(i + 1, False)))
-                return Choice((Terminal(rx.EPS), more)) if i >= min_i else more
+                return Choice((Terminal(done), more)) if done is rx.EPS else more
             item = at(None)
-            lo = max(min_i - i, 0)
+            lo = max(min_i - i, 1 if first else 0)
             hi = None if max_i is None else max_i - i
             if item is None:
                 return Terminal(rx.EPS if lo == 0 else rx.EMPTY)
@@ -900,7 +906,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 return separated(item, js.item_sep(), lo, hi)
             return _repeat_with_sep(item, js.item_sep(), lo, hi)
 
-        return Seq((text("["), js.ws(), tail(0, True), js.ws(), text("]")))
+        return js.enclose("[", tail(0, True), "]", min_i == 0)
 
     # ------------------------------------------------------------------ oneOf
     def disjoint(self, subs: list[Member], context: list[Member] = ()) -> bool:

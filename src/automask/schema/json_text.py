@@ -117,25 +117,36 @@ class JsonPieces:
     def wrap(self, open_: str, element: Expr, close: str, lo: int = 0,
              hi: int | None = None) -> Expr:
         """``open ws [element (sep element)*] ws close`` with lo..hi elements."""
-        return Seq((text(open_), self.ws(), separated(element, self.item_sep(), lo, hi),
-                    self.ws(), text(close)))
+        some = separated(element, self.item_sep(), max(lo, 1), hi)
+        return self.enclose(open_, some, close, empty=lo == 0)
+
+    def enclose(self, open_: str, body: Expr | None, close: str, empty: bool) -> Expr:
+        """``open ws body ws close`` for a body that is never empty (None: no body), and
+        ``open ws close`` too when ``empty``. Not ``open ws body? ws close``: two
+        whitespace gaps side by side split a run of whitespace between them in every
+        way, and a mask decides each split with the parser (one decision per byte of a
+        whitespace token)."""
+        bare = Seq((text(open_), self.ws(), text(close)))
+        if body is None:
+            return bare
+        full = Seq((text(open_), self.ws(), body, self.ws(), text(close)))
+        return Choice((bare, full)) if empty else full
 
     def value(self, value) -> Expr:
         """Exactly the JSON value ``value`` (numbers by value, strings with any escapes)."""
         if isinstance(value, dict):
             members = [Seq((Terminal(literal_string_node(k)), self.key_sep(), self.value(v)))
                        for k, v in value.items()]
-            return Seq((text("{"), self.ws(), _join(members, self.item_sep()), self.ws(),
-                        text("}")))
+            return self.enclose("{", _join(members, self.item_sep()), "}", empty=False)
         if isinstance(value, list):
-            return Seq((text("["), self.ws(), _join([self.value(v) for v in value],
-                                                     self.item_sep()), self.ws(), text("]")))
+            items = [self.value(v) for v in value]
+            return self.enclose("[", _join(items, self.item_sep()), "]", empty=False)
         return Terminal(literal_node(value))
 
 
-def _join(items: list[Expr], sep: Expr) -> Expr:
+def _join(items: list[Expr], sep: Expr) -> Expr | None:
     if not items:
-        return Terminal(rx.EPS)
+        return None
     out: list[Expr] = [items[0]]
     for item in items[1:]:
         out += [sep, item]
