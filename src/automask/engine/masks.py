@@ -77,15 +77,18 @@ class Mask:
 
     def __init__(self, dense: list[np.ndarray], ids: np.ndarray):
         self.dense = dense
-        ids = np.sort(ids)
-        words = (ids >> 5).astype(np.int32)
+        ids = np.sort(ids)  # repeated ids are fine: their bits are ORed
+        words = ids >> 5
         bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
         if len(words):
-            starts = np.flatnonzero(np.r_[True, words[1:] != words[:-1]])
-            self.word_idx = words[starts]
+            change = np.empty(len(words), dtype=bool)
+            change[0] = True
+            np.not_equal(words[1:], words[:-1], out=change[1:])
+            starts = np.flatnonzero(change)
+            self.word_idx = words[starts].astype(np.int32)
             self.word_val = np.bitwise_or.reduceat(bits, starts)
         else:
-            self.word_idx, self.word_val = words, bits
+            self.word_idx, self.word_val = words.astype(np.int32), bits
         self.empty = not dense and not len(ids)
 
     @property
@@ -305,8 +308,11 @@ class MaskComputer:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:
                     crossing_rows.append(child.root_rows[allowed])
-        ids = (self.root.ids_for_rows(np.unique(np.concatenate(crossing_rows)))
-               if crossing_rows else np.zeros(0, dtype=np.int64))
+        if not crossing_rows:
+            ids = np.zeros(0, dtype=np.int64)
+        else:  # rows may repeat (several threads, several groups): Mask ORs them
+            rows = crossing_rows[0] if len(crossing_rows) == 1 else np.concatenate(crossing_rows)
+            ids = self.root.ids_for_rows(rows)
         if config.accepting and len(self.eos_ids):
             ids = np.concatenate([ids, self.eos_ids])
         mask = Mask(dense, ids)

@@ -124,7 +124,7 @@ class RootTokens(TokenSet):
     """The distinct byte strings of a vocabulary's ordinary tokens, with their ids."""
 
     __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids", "present_bytes",
-                 "trie", "_pack_index", "shared_scans")
+                 "trie", "_pack_index", "shared_scans", "shared_bytes", "one_id_each")
 
     def __init__(self, token_bytes: list[bytes], excluded: set[int], size: int):
         by_bytes: dict[bytes, list[int]] = {}
@@ -150,6 +150,9 @@ class RootTokens(TokenSet):
         self.row_of_id = np.full(size, -1, dtype=np.int64)
         self.row_of_id[self.ids_sorted] = np.repeat(np.arange(n), counts)
         self.valid_ids = self.ids_sorted.copy()
+        #: rows spelled by more than one id (most vocabularies have none)
+        self.shared_bytes = counts > 1
+        self.one_id_each = not self.shared_bytes.any()
         counts_by_byte = np.bincount(flat[:-1], minlength=256)
         #: bitmask of the bytes that occur in at least one token
         self.present_bytes = sum(1 << b for b in np.flatnonzero(counts_by_byte).tolist())
@@ -167,9 +170,9 @@ class RootTokens(TokenSet):
         if rows.size == 0:
             return rows.astype(np.int64)
         starts = self.id_starts[rows]
-        counts = self.id_starts[rows + 1] - starts
-        if np.all(counts == 1):
+        if self.one_id_each or not self.shared_bytes[rows].any():
             return self.ids_sorted[starts]
+        counts = self.id_starts[rows + 1] - starts
         return np.concatenate([self.ids_sorted[s:e] for s, e in
                                zip(starts.tolist(), (starts + counts).tolist(), strict=True)])
 
