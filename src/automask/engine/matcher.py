@@ -10,6 +10,7 @@ from automask.budget import time_budget
 from automask.engine.compiled import CompiledGrammar
 from automask.engine.state import Config
 from automask.errors import NoLegalContinuation, VocabularyError
+from automask.gc_pause import paused_gc
 
 
 class Matcher:
@@ -129,7 +130,8 @@ class Matcher:
         masks = self.compiled.masks
         mask = masks.cached(self._history[-1])  # the common case: no budget to set up
         if mask is None:
-            with time_budget(self.compiled.limits.max_mask_seconds, "computing a token mask"):
+            with paused_gc(), time_budget(self.compiled.limits.max_mask_seconds,
+                                          "computing a token mask"):
                 mask = masks.mask(self._history[-1])
         if mask.empty and not self._history[-1].accepting:
             raise NoLegalContinuation(
