@@ -211,11 +211,7 @@ class LexerDFA:
         """For an accepting state: which next bytes can go on (in this lexeme or the next)."""
         lut = self._next_ok.get(sid)
         if lut is None:
-            bits = self.live_mask(sid)
-            for lex in self.accepts[sid]:
-                bits |= self.follow_bytes(lex)
-            lut = np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
-            self._next_ok[sid] = lut
+            lut = self._next_ok[sid] = _byte_lut(self.live_mask(sid) | self._ends_follow(sid))
         return lut
 
     def follow_ok(self, sid: int) -> np.ndarray:
@@ -224,9 +220,16 @@ class LexerDFA:
         end at all (whitespace before more whitespace), so walks do not split there."""
         lut = self._follow_ok.get(sid)
         if lut is None:
-            bits = 0
-            for lex in self.accepts[sid]:
-                bits |= self.follow_bytes(lex)
-            lut = np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
-            self._follow_ok[sid] = lut
+            lut = self._follow_ok[sid] = _byte_lut(self._ends_follow(sid))
         return lut
+
+    def _ends_follow(self, sid: int) -> int:
+        bits = 0
+        for lex in self.accepts[sid]:
+            bits |= self.follow_bytes(lex)
+        return bits
+
+
+def _byte_lut(bits: int) -> np.ndarray:
+    """A 256-entry bool table of a byte bitmask."""
+    return np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)

@@ -195,26 +195,25 @@ class MaskComputer:
             return part, [(lexer.single(lex, n), child) for n, child in by_node]
         state = lexer.single(lex, node)
         body = counted.bounded_body(node) if root else None
+        own_part = True  # False: the part is the unpruned scan's, counted there
         if body is not None:
             inside, crossing = self._bounded_scan(lex, body, finish)
+            part = finish(inside)
         elif root and follow != rx.FULL_BITS:
             part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
-            crossing = []
-            for after, child in unpruned:
-                kept = prune_crossing(child, lexer.next_ok(after))
-                if kept is not None:
-                    crossing.append((after, kept))
-            by_node = [(lexer.members[after][0][1], child) for after, child in crossing]
-            shared.put(key, (part, by_node), _scan_cost(None, crossing))
-            return part, crossing
+            kept = [(after, prune_crossing(child, lexer.next_ok(after)))
+                    for after, child in unpruned]
+            crossing = [(after, child) for after, child in kept if child is not None]
+            own_part = False
         elif root and (text := rx.single_string(node, tokens.maxlen)) is not None:
             inside, crossing = scan_string(tokens, lexer, state, text)  # a key's name
+            part = finish(inside)
         else:
             reuse = self._reuse(state, finish) if borrow and root else None
             inside, crossing = scan(tokens, lexer, state, reuse, prune=follow != rx.FULL_BITS)
-        part = finish(inside)
-        by_node = [(lexer.members[state][0][1], child) for state, child in crossing]
-        shared.put(key, (part, by_node), _scan_cost(part, crossing))
+            part = finish(inside)
+        by_node = [(lexer.members[after][0][1], child) for after, child in crossing]
+        shared.put(key, (part, by_node), _scan_cost(part if own_part else None, crossing))
         return part, crossing
 
     def _reuse(self, state: int, finish) -> Reuse | None:

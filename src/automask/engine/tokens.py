@@ -465,13 +465,9 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
                 if j == n:
                     inside[r] = True
                     break
-                if not rec and accepts[s]:
-                    if not prune:
-                        rec = True
-                        found.setdefault(s, []).append((r, j))
-                    elif lexer.follow_ok(s)[data[j]]:
-                        rec = True
-                        found.setdefault(s, []).append((r, j))
+                if not rec and accepts[s] and (not prune or lexer.follow_ok(s)[data[j]]):
+                    rec = True
+                    found.setdefault(s, []).append((r, j))
                 s = step(s, data[j])
                 if not s:
                     break

@@ -338,11 +338,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             t = m.schema.get("type")
             if t is None:
                 continue
-            ts = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
-            if ts is None or not ts <= set(TYPES):
+            ts = _type_set(t)
+            if ts is None:
                 raise GrammarError(f"invalid type {t!r}", _pointer(m, "type"))
-            if "number" in ts:
-                ts.add("integer")
             types &= ts
         for m in members:
             types -= self.negated_types(m)
@@ -419,11 +417,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         if isinstance(n, dict) and not set(n) - ANNOTATIONS:
             return set(TYPES)  # not {} is not true
         if isinstance(n, dict) and set(n) - ANNOTATIONS == {"type"}:
-            t = n["type"]
-            ts = {t} if isinstance(t, str) else set(t)
-            if "number" in ts:
-                ts.add("integer")
-            return ts
+            return _type_set(n["type"]) or set()
         if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
             if any(isinstance(v, (dict, list)) for v in _excluded(n)):
                 self.unsupported("'not' of object or array values", m, "not")
@@ -977,14 +971,22 @@ def _excluded(n: dict) -> list:
     return values or []
 
 
+def _type_set(t) -> set | None:
+    """The types a ``type`` value names (``number`` admits integers); None if malformed."""
+    ts = {t} if isinstance(t, str) else set(t) if isinstance(t, list) and all(
+        isinstance(x, str) for x in t) else None
+    if ts is None or not ts <= set(TYPES):
+        return None
+    if "number" in ts:
+        ts.add("integer")
+    return ts
+
+
 def _types_of(schemas: list, types: set) -> set:
-    """``types`` narrowed by each schema's ``type`` (a number type admits integers)."""
+    """``types`` narrowed by each schema's ``type`` (a malformed one is left to typed())."""
     for s in schemas:
-        t = s.get("type")
-        if t is not None:
-            ts = {t} if isinstance(t, str) else set(t)
-            if "number" in ts:
-                ts.add("integer")
+        ts = _type_set(s.get("type")) if "type" in s else None
+        if ts is not None:
             types &= ts
     return types
 
