@@ -1229,3 +1229,28 @@ def test_from_pydantic(vocab):
 def test_from_pydantic_rejects_non_models():
     with pytest.raises(TypeError):
         Grammar.from_pydantic({"type": "object"})
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object"},
+    {"type": "object", "properties": {"a": {"type": "array"}}},
+    {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True},
+    {"type": "array", "contains": {"type": "integer"}, "minContains": 0, "maxContains": 2},
+    {"type": "array", "allOf": [{"contains": {"const": 1}, "minContains": 0, "maxContains": 1},
+                                {"contains": {"const": 2}, "minContains": 0, "maxContains": 1}]},
+    {"const": {"a": [], "b": {}}},
+], ids=["object", "nested", "unique", "counted", "multi-counted", "const"])
+def test_no_two_whitespace_gaps_side_by_side(schema):
+    """No whitespace gap may follow another (containers are 'open ws close' or
+    'open ws body ws close' with a non-empty body): two adjacent gaps make every
+    whitespace token split in every way, one parser decision per byte."""
+    from automask.engine.earley import follow_lexemes
+    from automask.regex import nodes as rx
+    from automask.schema.json_text import Layout
+
+    grammar = Grammar.from_json_schema(schema)
+    gap = rx.nonempty(Layout.make().ws)
+    ws = [i for i, node in enumerate(grammar.lexemes) if node is gap]
+    assert ws, "the grammar has a whitespace lexeme"
+    follow = follow_lexemes(grammar)
+    assert not any(i in (follow[w] or ()) for w in ws for i in ws)

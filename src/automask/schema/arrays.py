@@ -6,9 +6,16 @@ with finitely many values.
 from __future__ import annotations
 
 from automask.errors import LimitExceeded
-from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal, text
+from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal
 from automask.regex import nodes as rx
-from automask.schema.members import TYPES, Member, _json_equal, _json_type, _negated
+from automask.schema.members import (
+    TYPES,
+    Member,
+    _json_equal,
+    _json_type,
+    _negated,
+    _types_of,
+)
 
 
 class CountedArrays:
@@ -38,11 +45,7 @@ class CountedArrays:
                 expanded = self.expand(subs)
                 cands = [] if expanded is None else self.enumerated(expanded)
                 if cands is None:
-                    types = set(TYPES)
-                    for x in expanded:
-                        t = x.schema.get("type")
-                        if t is not None:
-                            types &= {t} if isinstance(t, str) else set(t)
+                    types = _types_of([x.schema for x in expanded], set(TYPES))
                     if not types <= {"null", "boolean"}:
                         raise _Infinite
                     cands = [v for v in (None, True, False) if _json_type(v) in types]
@@ -73,7 +76,7 @@ class CountedArrays:
             if len(memo) >= 4096:
                 raise LimitExceeded("uniqueItems needs too many states")
             options: list[Expr] = []
-            if i >= min_i:
+            if i >= min_i and i > 0:  # the empty array is enclose's (see JsonPieces.enclose)
                 options.append(Terminal(rx.EPS))
             d = domain(i if i < prefix_len else None)
             if d is not None and (max_i is None or i < max_i):
@@ -90,7 +93,7 @@ class CountedArrays:
             memo[key] = Ref(rule)
             return memo[key]
 
-        return Seq((text("["), js.ws(), tail(0, frozenset()), js.ws(), text("]")))
+        return js.enclose("[", tail(0, frozenset()), "]", min_i == 0)
 
     def multi_counted_array(self, counts: list[tuple[Member, int, int | None]], min_i: int,
                             max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -141,7 +144,8 @@ class CountedArrays:
             self.rules[rule] = Terminal(rx.EMPTY)
             memo[key] = Ref(rule)
             options: list[Expr] = []
-            if i >= min_i and all(n >= lo for n, (_, lo, _) in zip(h, counts, strict=True)):
+            if not first and i >= min_i and all(
+                    n >= lo for n, (_, lo, _) in zip(h, counts, strict=True)):
                 options.append(Terminal(rx.EPS))
             ks = kinds(i if i < steady or max_i is not None else None) \
                 if max_i is None or i < max_i else None
@@ -152,7 +156,8 @@ class CountedArrays:
             self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
             return memo[key]
 
-        return Seq((text("["), js.ws(), tail(0, (0,) * len(counts), True), js.ws(), text("]")))
+        empty = min_i == 0 and all(lo == 0 for _, lo, _ in counts)
+        return js.enclose("[", tail(0, (0,) * len(counts), True), "]", empty)
 
     def counted_array(self, members: list[Member], m: Member, lo: int, hi: int | None,
                       min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -189,7 +194,7 @@ class CountedArrays:
                 return Terminal(rx.EMPTY)
             k = kinds(None)
             if k is None:
-                return Terminal(rx.EPS if a == 0 else rx.EMPTY)
+                return Terminal(rx.EPS if a == 0 and not first else rx.EMPTY)
             _, hit, miss = k
             misses = Repeat(Seq((sep, miss)), 0, None)
             hits = Repeat(Seq((sep, hit, misses)), a, b)
@@ -200,8 +205,6 @@ class CountedArrays:
                 options.append(Seq((hit, misses, Repeat(Seq((sep, hit, misses)),
                                                          max(a - 1, 0),
                                                          None if b is None else b - 1))))
-            if a == 0:
-                options.append(Terminal(rx.EPS))
             return Choice(tuple(options))
 
         def tail(i: int, h: int, first: bool) -> Expr:
@@ -218,7 +221,7 @@ class CountedArrays:
             self.rules[rule] = Terminal(rx.EMPTY)
             memo[key] = Ref(rule)
             options: list[Expr] = []
-            if i >= min_i and h >= lo and (hi is None or h <= hi):
+            if not first and i >= min_i and h >= lo and (hi is None or h <= hi):
                 options.append(Terminal(rx.EPS))
             k = kinds(i) if max_i is None or i < max_i else None
             if k is not None:
@@ -232,7 +235,7 @@ class CountedArrays:
             self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
             return memo[key]
 
-        return Seq((text("["), js.ws(), tail(0, 0, True), js.ws(), text("]")))
+        return js.enclose("[", tail(0, 0, True), "]", min_i == 0 and lo == 0)
 
 
 class _Infinite(Exception):

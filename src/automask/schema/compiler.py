@@ -68,6 +68,8 @@ from automask.schema.members import (
     _prefix,
     _prefix_kw,
     _rest_items,
+    _type_set,
+    _types_of,
 )
 from automask.schema.refs import References, _changes_base, _scope
 
@@ -969,26 +971,6 @@ def _excluded(n: dict) -> list:
         values = [n["const"]] if values is None else [
             v for v in values if _json_equal(v, n["const"])]
     return values or []
-
-
-def _type_set(t) -> set | None:
-    """The types a ``type`` value names (``number`` admits integers); None if malformed."""
-    ts = {t} if isinstance(t, str) else set(t) if isinstance(t, list) and all(
-        isinstance(x, str) for x in t) else None
-    if ts is None or not ts <= set(TYPES):
-        return None
-    if "number" in ts:
-        ts.add("integer")
-    return ts
-
-
-def _types_of(schemas: list, types: set) -> set:
-    """``types`` narrowed by each schema's ``type`` (a malformed one is left to typed())."""
-    for s in schemas:
-        ts = _type_set(s.get("type")) if "type" in s else None
-        if ts is not None:
-            types &= ts
-    return types
 
 
 class _KeyRules(NamedTuple):

@@ -85,6 +85,26 @@ def _json_equal(a, b) -> bool:
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 
+def _type_set(t) -> set | None:
+    """The types a ``type`` value names (``number`` admits integers); None if malformed."""
+    ts = {t} if isinstance(t, str) else set(t) if isinstance(t, list) and all(
+        isinstance(x, str) for x in t) else None
+    if ts is None or not ts <= set(TYPES):
+        return None
+    if "number" in ts:
+        ts.add("integer")
+    return ts
+
+
+def _types_of(schemas: list, types: set) -> set:
+    """``types`` narrowed by each schema's ``type`` (a malformed one is left to typed())."""
+    for s in schemas:
+        ts = _type_set(s.get("type")) if "type" in s else None
+        if ts is not None:
+            types &= ts
+    return types
+
+
 def _prefix(s: dict) -> list:
     if isinstance(s.get("prefixItems"), list):
         return s["prefixItems"]
