@@ -41,7 +41,7 @@ def _compare(vocab: Vocabulary, node: rx.Node) -> tuple[int, int]:
     text = rx.single_string(node, limit=10**6)  # longer than any token too
     assert text is not None
     inside_a, crossing_a = scan_string(root, lexer, state, text)
-    inside_b, crossing_b = scan(root, lexer, state, prune=False)
+    inside_b, crossing_b = scan(root, lexer, state)
     assert np.array_equal(inside_a, inside_b), text
     assert _groups(crossing_a) == _groups(crossing_b), text
     return int(inside_a.sum()), sum(c.n for _, c in crossing_a)

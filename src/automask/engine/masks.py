@@ -210,7 +210,7 @@ class MaskComputer:
             part = finish(inside)
         else:
             reuse = self._reuse(state, finish) if borrow and root else None
-            inside, crossing = scan(tokens, lexer, state, reuse, prune=follow != rx.FULL_BITS)
+            inside, crossing = scan(tokens, lexer, state, reuse)
             part = finish(inside)
         by_node = [(lexer.members[after][0][1], child) for after, child in crossing]
         shared.put(key, (part, by_node), _scan_cost(part if own_part else None, crossing))

@@ -276,8 +276,8 @@ def pack_bool(allowed: np.ndarray) -> np.ndarray:
 SMALL_SET = 400  # up to this many rows, stepping bytes in Python beats NumPy's call overhead
 
 
-def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = None,
-         prune: bool = True) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = None
+         ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
     """Run lexer state ``start`` over every token; see the module docstring.
 
     Returns the inside rows (bool) and the crossing groups as ``(state, child)``:
@@ -296,10 +296,10 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     fate depends only on the state after its first byte, so those tokens
     are copied from it and only the other first bytes are walked.
 
-    ``prune=False`` (root sets only) keeps crossing suffixes whatever their
-    next byte: the scan then no longer depends on what may follow the
-    lexeme, and :func:`prune_crossing` derives each grammar's pruned groups
-    from it.
+    A root scan keeps crossing suffixes whatever their next byte, so it does
+    not depend on what may follow the lexeme: :func:`prune_crossing` derives
+    each grammar's groups from it. A child scan ends a lexeme only where the
+    next byte can start what may follow it (see the module docstring).
     """
     inside = np.zeros(tokens.n, dtype=bool)
     if tokens.n == 0:
@@ -311,7 +311,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
             only = ~reuse.same_first
             keep = np.repeat(reuse.same_first, tokens.trie.end[1] - tokens.trie.start[1])
             np.logical_and(reuse.inside, keep, out=inside)
-        groups = _walk_trie(tokens, lexer, start, inside, only, prune)
+        groups = _walk_trie(tokens, lexer, start, inside, only)
         if reuse is not None:
             for state, child in reuse.crossing:
                 sel = keep[child.parent_rows]
@@ -390,7 +390,7 @@ class Reuse(NamedTuple):
 
 
 def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarray,
-               only: np.ndarray | None = None, prune: bool = True) -> Groups:
+               only: np.ndarray | None = None) -> Groups:
     """Breadth first over the prefix trie: each live prefix is stepped once.
 
     ``only`` (bool per first-level node) limits the walk to those first bytes.
@@ -407,7 +407,7 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
     while nodes.size:
         if nodes.size <= FEW_ROWS and int(  # the deep levels hold a handful of long tokens
                 (trie.end[d][nodes] - trie.start[d][nodes]).sum()) <= FEW_ROWS:
-            _finish_in_python(tokens, lexer, nodes, st, recorded, d, inside, groups, prune)
+            _finish_in_python(tokens, lexer, nodes, st, recorded, d, inside, groups)
             break
         ends = trie.ends[d][nodes]
         if ends.any():
@@ -421,9 +421,6 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
             for state in np.unique(acc_states).tolist():
                 mine = acc_nodes[acc_states == state]
                 kids = _ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
-                # Suffixes whose next byte can go on, in this lexeme or in one that may follow.
-                if prune:
-                    kids = kids[lexer.next_ok(state)[trie.byte[d + 1][kids]]]
                 if kids.size:
                     lo_rows = trie.start[d + 1][kids]
                     rows = _ranges(lo_rows, trie.end[d + 1][kids] - lo_rows)
@@ -448,8 +445,7 @@ FEW_ROWS = 48  # below this many rows left, a trie level's NumPy calls cost more
 
 
 def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st: np.ndarray,
-                      recorded: np.ndarray, d: int, inside: np.ndarray, groups: Groups,
-                      prune: bool = True) -> None:
+                      recorded: np.ndarray, d: int, inside: np.ndarray, groups: Groups) -> None:
     """The rest of a trie walk, row by row: the rows below ``nodes`` (at depth ``d``,
     in lexer states ``st``), as :func:`_walk_rows` steps them."""
     trie, texts = tokens.trie, tokens.texts()
@@ -465,7 +461,7 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
                 if j == n:
                     inside[r] = True
                     break
-                if not rec and accepts[s] and (not prune or lexer.follow_ok(s)[data[j]]):
+                if not rec and accepts[s]:
                     rec = True
                     found.setdefault(s, []).append((r, j))
                 s = step(s, data[j])
