@@ -509,6 +509,29 @@ def test_search_agrees_with_python_search(pattern: str, start: bool, end: bool,
         assert _m(node, s) == expected, (anchored, s, expected)
 
 
+@_PROPERTY
+@given(pattern=patterns)
+def test_can_continue_read_off_structure_agrees_with_derivatives(pattern: str) -> None:
+    # Every state a few bytes in, JSON string encodings included (they are K_ENC nodes).
+    from automask.schema.json_text import JSON_STRING_CODE
+
+    start = parse_regex(pattern)
+    todo = [start, rx.encoded(start, JSON_STRING_CODE)]
+    seen: set[int] = set()
+    while todo and len(seen) < 300:
+        node = todo.pop()
+        if node.uid in seen:
+            continue
+        seen.add(node.uid)
+        by_derivative = any(rx.derive(node, lo) is not rx.EMPTY
+                            for lo, _ in rx.class_runs(rx.class_starts(node)))
+        structural = rx._extends(node) if node.plain else None
+        assert structural in (None, by_derivative), (rx.to_pattern(node), by_derivative)
+        assert rx.can_continue(node) == by_derivative
+        todo.extend(d for lo, _ in rx.class_runs(rx.class_starts(node))
+                    if (d := rx.derive(node, lo)) is not rx.EMPTY)
+
+
 # ------------------------------------------------------------------ clamp (token-length bound)
 
 def _strings(alphabet: bytes, n: int):

@@ -15,25 +15,27 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 _lock = threading.Lock()
 _depth = 0
 _was_enabled = False
 
 
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    global _depth, _was_enabled
-    with _lock:
-        if _depth == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _depth += 1
-    try:
-        yield
-    finally:
+class paused_gc:
+    """Context manager: the collector is off inside (a class: it is entered per uncached mask)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _depth, _was_enabled
+        with _lock:
+            if _depth == 0:
+                _was_enabled = gc.isenabled()
+                gc.disable()
+            _depth += 1
+
+    def __exit__(self, *exc) -> None:
+        global _depth
         with _lock:
             _depth -= 1
             if _depth == 0 and _was_enabled:

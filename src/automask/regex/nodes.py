@@ -697,10 +697,43 @@ def can_continue(node: Node) -> bool:
     """Whether some non-empty string extends a match of ``node`` (memoized per node)."""
     found = _continues.get(node.uid)
     if found is None:
-        found = any(derive(node, lo) is not EMPTY for lo, _ in class_runs(class_starts(node)))
+        found = _extends(node) if node.plain else None
+        if found is None:
+            found = any(derive(node, lo) is not EMPTY
+                        for lo, _ in class_runs(class_starts(node)))
         if len(_continues) < 1_000_000:
             _continues[node.uid] = found
     return found
+
+
+def _extends(node: Node) -> bool | None:
+    """:func:`can_continue` of a plain node read off its structure (None: not decided).
+
+    A plain node that is not ``EMPTY`` is live, so each part of a concatenation
+    has a string, and the whole has a non-empty one when some part does;
+    this spares computing every derivative of a lexer state just reached.
+    """
+    k = node.kind
+    if k in (K_EMPTY, K_EPS):
+        return False
+    if k == K_BYTES:
+        return True
+    if k == K_CONCAT:
+        while node.kind == K_CONCAT:  # along the spine: literals are long chains
+            if can_continue(node.a):
+                return True
+            node = node.b
+        return can_continue(node)
+    if k == K_ALT:
+        return any(can_continue(m) for m in node.items)
+    if k in (K_REPEAT, K_NONEMPTY):
+        return can_continue(node.a)
+    if k == K_ENC:
+        if node.hi != 0:
+            return True  # inside a spelling: not nullable, and live
+        if _codes[node.lo].total:
+            return can_continue(node.a)  # every spelling is a non-empty word
+    return None
 
 
 _continues: dict[int, bool] = {}
