@@ -49,6 +49,8 @@ class ParserTables:
                 self.lhs.append(lhs)
             self.next_symbol.append(None)
             self.lhs.append(lhs)
+        # Tuples of ints: the garbage collector stops tracking them (lists it would walk).
+        self.initial_cores = [tuple(cores) for cores in self.initial_cores]
         self.top_start = self.initial_cores[top][0]
         self.top_done = self.top_start + 1
         self.nullable = [False] * len(self.nt_names)

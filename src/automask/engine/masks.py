@@ -22,7 +22,7 @@ import numpy as np
 
 from automask.budget import check_time
 from automask.engine import counted
-from automask.engine.state import Config, Runtime
+from automask.engine.state import Config, Runtime, pairs
 from automask.engine.tokens import (
     Reuse,
     RootTokens,
@@ -75,7 +75,7 @@ class Mask:
 
     __slots__ = ("dense", "word_idx", "word_val", "empty")
 
-    def __init__(self, dense: list[np.ndarray], ids: np.ndarray):
+    def __init__(self, dense: tuple[np.ndarray, ...], ids: np.ndarray):
         self.dense = dense
         ids = np.sort(ids)  # repeated ids are fine: their bits are ORed
         words = ids >> 5
@@ -177,7 +177,7 @@ class MaskComputer:
         members = lexer.members[ls]
         if len(members) != 1:
             inside, crossing = scan(tokens, lexer, ls)
-            return finish(inside), crossing
+            return finish(inside), tuple(crossing)
         lex, node = members[0]
         root = tokens is self.root
         if root:
@@ -192,7 +192,7 @@ class MaskComputer:
         hit = shared.get(key)
         if hit is not None:
             part, by_node = hit
-            return part, [(lexer.single(lex, n), child) for n, child in by_node]
+            return part, tuple((lexer.single(lex, n), child) for n, child in by_node)
         state = lexer.single(lex, node)
         body = counted.bounded_body(node) if root else None
         own_part = True  # False: the part is the unpruned scan's, counted there
@@ -212,7 +212,10 @@ class MaskComputer:
             reuse = self._reuse(state, finish) if borrow and root else None
             inside, crossing = scan(tokens, lexer, state, reuse)
             part = finish(inside)
-        by_node = [(lexer.members[after][0][1], child) for after, child in crossing]
+        # Tuples, not lists: an empty tuple is the shared (), so a scan with no crossing
+        # groups (most keys) leaves nothing for the garbage collector to track.
+        crossing = tuple(crossing)
+        by_node = tuple((lexer.members[after][0][1], child) for after, child in crossing)
         shared.put(key, (part, by_node), _scan_cost(part if own_part else None, crossing))
         return part, crossing
 
@@ -297,7 +300,7 @@ class MaskComputer:
         dense: list[np.ndarray] = []
         crossing_rows: list[np.ndarray] = []
         split = self.runtime.lexer.split
-        for origin, ls in _threads(config, split):
+        for origin, ls in pairs(_threads(config, split)):
             part, crossing = self.root_scan(ls)
             if part.dtype == np.int32:
                 crossing_rows.append(part)
@@ -314,7 +317,7 @@ class MaskComputer:
             ids = self.root.ids_for_rows(rows)
         if config.accepting and len(self.eos_ids):
             ids = np.concatenate([ids, self.eos_ids])
-        mask = Mask(dense, ids)
+        mask = Mask(tuple(dense), ids)
         return self._masks.put(config.uid, mask, mask.nbytes)
 
     def _decide(self, origin, state: int, child: TokenSet) -> np.ndarray | None:
@@ -334,7 +337,7 @@ class MaskComputer:
             return found
         check_time()
         result = np.zeros(tokens.n, dtype=bool)
-        for origin, ls in _threads(config, self.runtime.lexer.split, SPLIT_MAX):
+        for origin, ls in pairs(_threads(config, self.runtime.lexer.split, SPLIT_MAX)):
             inside, crossing = self.sub_scan(tokens, ls)
             result |= inside
             for state, child in crossing:
@@ -362,8 +365,9 @@ def _frozen(inside: np.ndarray) -> np.ndarray:
     return inside
 
 
-def _threads(config: Config, split, most: int | None = None) -> list:
-    """The config's threads with each lexer state split into one state per lexeme.
+def _threads(config: Config, split, most: int | None = None) -> tuple:
+    """The config's threads with each lexer state split into one state per lexeme
+    (flat, as ``Config.threads``).
 
     A token's path through a lexer state follows one lexeme at a time, so
     the mask is the union over the members; one-lexeme states recur far more
@@ -376,13 +380,14 @@ def _threads(config: Config, split, most: int | None = None) -> list:
     found = config.parts.get(most)
     if found is None:
         found = []
-        for origin, ls in config.threads:
+        for origin, ls in pairs(config.threads):
             parts = split(ls)
             if most is not None and len(parts) > most:
-                found.append((origin, ls))
+                found += (origin, ls)
             else:
-                found.extend((origin, one) for one in parts)
-        config.parts[most] = found
+                for one in parts:
+                    found += (origin, one)
+        config.parts[most] = found = tuple(found)
     return found
 
 

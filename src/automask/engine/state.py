@@ -19,17 +19,29 @@ from automask.engine.lexer import LexerDFA
 
 
 class Config:
-    """An interned configuration; compare by identity."""
+    """An interned configuration; compare by identity.
+
+    ``threads`` is flat, ``(set, lexer state, set, lexer state, ...)``: one
+    tuple where a tuple of pairs would be one object per thread more for the
+    garbage collector to walk, for as long as the configuration lives.
+    Iterate it with :func:`pairs`.
+    """
 
     __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "parts")
 
     def __repr__(self) -> str:
-        ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in self.threads)
+        ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in pairs(self.threads))
         return f"<Config #{self.uid} [{ts}]{' accepting' if self.accepting else ''}>"
 
     @property
     def dead(self) -> bool:
         return not self.threads and not self.accepting
+
+
+def pairs(flat: tuple) -> zip:
+    """``(a, b, c, d, ...)`` as ``(a, b), (c, d), ...``."""
+    it = iter(flat)
+    return zip(it, it, strict=True)
 
 
 class Runtime:
@@ -50,7 +62,7 @@ class Runtime:
                                    init.accepting)
 
     def intern(self, threads, accepting: bool) -> Config:
-        threads = tuple(sorted(set(threads), key=lambda t: (t[0].uid, t[1])))
+        threads = sorted(set(threads), key=lambda t: (t[0].uid, t[1]))
         key = array("q", [accepting] + [x for s, ls in threads for x in (s.uid, ls)]).tobytes()
         c = self._configs.get(key)
         if c is not None:
@@ -64,7 +76,7 @@ class Runtime:
             c = Config()
             c.uid = self._uid
             self._uid += 1
-            c.threads = threads
+            c.threads = tuple(x for thread in threads for x in thread)
             c.accepting = accepting
             c.next = {}
             c.live_bytes = -1
@@ -92,7 +104,7 @@ class Runtime:
             return nxt
         lexer = self.lexer
         moved = []
-        for origin, ls in config.threads:
+        for origin, ls in pairs(config.threads):
             ls2 = lexer.step(ls, byte)
             if ls2 != LEX_DEAD:
                 moved.append((origin, ls2))
@@ -160,7 +172,7 @@ class Runtime:
         live = config.live_bytes
         if live < 0:
             live = 0
-            for _, ls in config.threads:
+            for ls in config.threads[1::2]:
                 live |= self.lexer.live_mask(ls)
             config.live_bytes = live
         return live
