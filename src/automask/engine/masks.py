@@ -337,7 +337,7 @@ class MaskComputer:
             return found
         check_time()
         result = np.zeros(tokens.n, dtype=bool)
-        for origin, ls in pairs(_threads(config, self.runtime.lexer.split, SPLIT_MAX)):
+        for origin, ls in pairs(_threads(config, self.runtime.lexer.split, capped=True)):
             inside, crossing = self.sub_scan(tokens, ls)
             result |= inside
             for state, child in crossing:
@@ -365,29 +365,33 @@ def _frozen(inside: np.ndarray) -> np.ndarray:
     return inside
 
 
-def _threads(config: Config, split, most: int | None = None) -> tuple:
+def _threads(config: Config, split, capped: bool = False) -> tuple:
     """The config's threads with each lexer state split into one state per lexeme
     (flat, as ``Config.threads``).
 
     A token's path through a lexer state follows one lexeme at a time, so
     the mask is the union over the members; one-lexeme states recur far more
     often than their unions (the key of an object next to "any other key"),
-    so their scans are shared instead of redone for every union. A state of
-    more than ``most`` lexemes is kept whole: on a small child set one walk
-    of the union beats a lookup per member (the next key of an object with
-    hundreds of optional properties).
+    so their scans are shared instead of redone for every union. ``capped``:
+    a state of more than :data:`SPLIT_MAX` lexemes is kept whole, since on a
+    small child set one walk of the union beats a lookup per member (the next
+    key of an object with hundreds of optional properties).
     """
-    found = config.parts.get(most)
+    found = config.parts_capped if capped else config.parts
     if found is None:
         found = []
         for origin, ls in pairs(config.threads):
             parts = split(ls)
-            if most is not None and len(parts) > most:
+            if capped and len(parts) > SPLIT_MAX:
                 found += (origin, ls)
             else:
                 for one in parts:
                     found += (origin, one)
-        config.parts[most] = found = tuple(found)
+        found = tuple(found)
+        if capped:
+            config.parts_capped = found
+        else:
+            config.parts = found
     return found
 
 

@@ -27,7 +27,7 @@ class Config:
     Iterate it with :func:`pairs`.
     """
 
-    __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "parts")
+    __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "parts", "parts_capped")
 
     def __repr__(self) -> str:
         ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in pairs(self.threads))
@@ -80,7 +80,7 @@ class Runtime:
             c.accepting = accepting
             c.next = {}
             c.live_bytes = -1
-            c.parts = {}  # the threads split per lexeme, by size limit (engine.masks)
+            c.parts = c.parts_capped = None  # the threads split per lexeme (engine.masks)
             self._configs[key] = c
             return c
 
