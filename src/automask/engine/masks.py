@@ -40,7 +40,13 @@ REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when the
 
 
 class BoundedCache(dict):
-    """A dict bounded by the total *cost* (bytes) of its values; oldest entries go first."""
+    """A dict bounded by the total *cost* (bytes) of its values; oldest entries go first.
+
+    Plain ``get`` leaves the order alone (first in, first out: the per-grammar
+    caches, where a lookup must cost no more than a dict's); :meth:`recent`
+    also marks the entry as just used, for a cache whose few hot entries
+    must outlive a stream of one-off ones (least recently used first out).
+    """
 
     def __init__(self, budget: int):
         super().__init__()
@@ -61,6 +67,13 @@ class BoundedCache(dict):
         self[key] = value
         self._costs[key] = cost
         self.used += cost
+        return value
+
+    def recent(self, key):
+        """``get``, moving a hit to the back of the eviction order."""
+        value = self.pop(key, None)
+        if value is not None:
+            self[key] = value
         return value
 
 
@@ -189,7 +202,9 @@ class MaskComputer:
             follow = lexer.follow_bytes(lex)
         key = (tokens.uid, node.uid, follow)
         shared = _shared_scans(self.root)
-        hit = shared.get(key)
+        # Least recently used goes first: the plain string body's scan, used by every
+        # schema, must not be dropped for being old (a 10-20 ms walk each time).
+        hit = shared.recent(key)
         if hit is not None:
             part, by_node = hit
             return part, tuple((lexer.single(lex, n), child) for n, child in by_node)
@@ -388,6 +403,10 @@ def _threads(config: Config, split, capped: bool = False) -> tuple:
                 for one in parts:
                     found += (origin, one)
         found = tuple(found)
+        for same in (config.threads, config.parts, config.parts_capped):
+            if found == same:  # one object where they agree (no state was split)
+                found = same
+                break
         if capped:
             config.parts_capped = found
         else:
