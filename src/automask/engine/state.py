@@ -99,21 +99,16 @@ class Runtime:
 
     def step(self, config: Config, byte: int) -> Config:
         """The configuration after one more byte (``self.dead`` if none survives)."""
-        nxt = config.next.get(byte)
-        if nxt is not None:
-            return nxt
-        lexer = self.lexer
-        moved = []
-        for origin, ls in pairs(config.threads):
-            ls2 = lexer.step(ls, byte)
-            if ls2 != LEX_DEAD:
-                moved.append((origin, ls2))
-        nxt = self.resolve(moved)
-        config.next[byte] = nxt
-        return nxt
+        return self.advance(config, bytes((byte,)))
 
     def resolve(self, moved: list[tuple[EarleySet, int]]) -> Config:
-        """The configuration of threads that have just reached the given lexer states.
+        """The configuration of threads that have just reached the given lexer states."""
+        threads, accepting = self._resolved(moved)
+        return self.intern(threads, accepting) if threads or accepting else self.dead
+
+    def _resolved(self, moved: list[tuple[EarleySet, int]]
+                  ) -> tuple[list[tuple[EarleySet, int]], bool]:
+        """:meth:`resolve`'s threads and accepting flag, not interned.
 
         A thread whose lexer state may end a lexeme completes it in the parser
         (and, non-deterministically, also goes on if the lexer state can).
@@ -137,7 +132,7 @@ class Runtime:
             if new_set.lexemes:
                 threads.append((new_set, new_set.lexer_start))
             accepting = accepting or new_set.accepting
-        return self.intern(threads, accepting) if threads or accepting else self.dead
+        return threads, accepting
 
     def after_thread(self, origin: EarleySet, ls: int) -> Config:
         """:meth:`resolve` for one thread, memoized."""
@@ -150,22 +145,36 @@ class Runtime:
         return found
 
     def advance(self, config: Config, data: bytes) -> Config:
-        """The configuration after ``data`` (``self.dead`` as soon as nothing survives)."""
-        dead = self.dead
+        """The configuration after ``data`` (``self.dead`` if nothing survives).
+
+        Memoized per configuration and byte string, and only the configuration
+        at the end is interned: the ones between a token's bytes are no place
+        a sequence stops at, and interning each would cost a configuration,
+        its threads and its transitions per byte, for the collector to walk.
+        """
+        found = config.next.get(data)
+        if found is not None:
+            return found
+        step = self.lexer.step
+        threads, accepting = list(pairs(config.threads)), config.accepting
         for byte in data:
-            nxt = config.next.get(byte)
-            config = nxt if nxt is not None else self.step(config, byte)
-            if config is dead:
-                return dead
-        return config
+            moved = []
+            for origin, ls in threads:
+                ls2 = step(ls, byte)
+                if ls2 != LEX_DEAD:
+                    moved.append((origin, ls2))
+            threads, accepting = self._resolved(moved)
+            if len(threads) > 1:
+                threads = list(dict.fromkeys(threads))
+            if not threads and not accepting:
+                break
+        found = self.intern(threads, accepting) if threads or accepting else self.dead
+        config.next[data] = found
+        return found
 
     def memoized(self, config: Config, data: bytes) -> Config | None:
-        """:meth:`advance` when every transition is already memoized, else None."""
-        for byte in data:
-            config = config.next.get(byte)
-            if config is None:
-                return None
-        return config
+        """:meth:`advance` if it is already memoized, else None (no work at all)."""
+        return config.next.get(data)
 
     def live_bytes(self, config: Config) -> int:
         """Bitmask of the bytes that keep ``config`` alive."""
