@@ -90,14 +90,15 @@ class Mask:
 
     def __init__(self, dense: tuple[np.ndarray, ...], ids: np.ndarray):
         self.dense = dense
-        ids = np.sort(ids)  # repeated ids are fine: their bits are ORed
+        ids = ids.copy()
+        ids.sort()  # repeated ids are fine: their bits are ORed
         words = ids >> 5
         bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
         if len(words):
             change = np.empty(len(words), dtype=bool)
             change[0] = True
             np.not_equal(words[1:], words[:-1], out=change[1:])
-            starts = np.flatnonzero(change)
+            starts = change.nonzero()[0]
             self.word_idx = words[starts].astype(np.int32)
             self.word_val = np.bitwise_or.reduceat(bits, starts)
         else:
@@ -157,7 +158,7 @@ class MaskComputer:
         return found
 
     def _pack_inside(self, inside: np.ndarray) -> np.ndarray:
-        rows = np.flatnonzero(inside).astype(np.int32)
+        rows = inside.nonzero()[0].astype(np.int32)
         part = self.root.pack_rows(inside) if len(rows) > SPARSE_INSIDE else rows
         part.setflags(write=False)
         return part

@@ -261,7 +261,7 @@ def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int32)
-    shift = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    shift = (lo - (counts.cumsum() - counts)).repeat(counts)
     return (shift + np.arange(total)).astype(np.int32, copy=False)
 
 
@@ -400,7 +400,7 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
     first = lexer.table[start][trie.byte[1]]
     if only is not None:
         first = np.where(only, first, 0)
-    nodes = np.flatnonzero(first).astype(np.int32)
+    nodes = first.nonzero()[0].astype(np.int32)
     st = first[nodes]
     recorded = np.zeros(nodes.size, dtype=bool)  # a lexeme end was already seen above
     d = 1
@@ -431,8 +431,8 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
         nodes = _ranges(lo, counts)
         if not nodes.size:
             break
-        st = np.repeat(st, counts)
-        recorded = np.repeat(recorded, counts)
+        st = st.repeat(counts)
+        recorded = recorded.repeat(counts)
         d += 1
         st = lexer.gather(st, trie.byte[d][nodes])
         alive = st != 0
@@ -478,7 +478,7 @@ def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray
     found: dict[int, list[tuple[int, int]]] = {}
     step, accepts, texts = lexer.step, lexer.accepts, tokens.texts()
     first = lexer.table[start][tokens.flat[tokens.offsets]]  # scan() built the row
-    for r in np.flatnonzero(first).tolist():
+    for r in first.nonzero()[0].tolist():
         data = texts[r]
         n = len(data)
         s = int(first[r])
