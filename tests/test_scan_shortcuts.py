@@ -75,3 +75,48 @@ def test_single_string_is_none_for_other_languages():
     assert rx.single_string(rx.EPS) == b""
     # a quote inside a JSON string has two spellings (\" and \u0022)
     assert rx.single_string(literal_string_node('say "hi"')) is None
+
+
+# ------------------------------------------------- whole-level stepping of the prefix trie
+
+def _text_nodes() -> list[rx.Node]:
+    """Lexemes whose walks stay mostly live (stepped a whole level at a time), and some
+    that die at once (stepped through live-node lists only)."""
+    from automask.regex.parser import parse_regex, parse_regex_search
+    from automask.regex.utf8 import any_char
+    from automask.schema.json_text import string_node
+
+    return [
+        rx.concat(string_node(rx.star(any_char())), rx.literal(b'"')),  # a string body
+        string_node(rx.star(any_char())),
+        rx.concat(string_node(parse_regex_search("ab")), rx.literal(b'"')),  # unanchored
+        parse_regex("[a-z ]*"),
+        parse_regex("[0-9]+(\\.[0-9]+)?"),
+        literal_string_node("description"),
+    ]
+
+
+def _both_walks(vocab: Vocabulary, node: rx.Node, monkeypatch) -> None:
+    from automask.engine import tokens
+
+    root = root_tokens(vocab)
+    lexer = LexerDFA((node,))
+    state = lexer.single(0, node)
+    inside_a, crossing_a = scan(root, lexer, state)
+    monkeypatch.setattr(tokens, "DENSE_SHARE", 10**9)  # never whole levels
+    inside_b, crossing_b = scan(root, lexer, state)
+    monkeypatch.undo()
+    assert np.array_equal(inside_a, inside_b), rx.to_pattern(node)[:60]
+    assert _groups(crossing_a) == _groups(crossing_b), rx.to_pattern(node)[:60]
+
+
+def test_whole_level_walk_matches_the_live_node_walk(tiny_bpe_vocab, monkeypatch):
+    for node in _text_nodes():
+        _both_walks(tiny_bpe_vocab, node, monkeypatch)
+
+
+@pytest.mark.data
+def test_whole_level_walk_matches_the_live_node_walk_on_llama(shared_data, monkeypatch):
+    vocab = Vocabulary.from_file(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json")
+    for node in _text_nodes():
+        _both_walks(vocab, node, monkeypatch)

@@ -196,7 +196,7 @@ class PrefixTrie:
     shared prefixes are stepped once instead of once per token.
     """
 
-    __slots__ = ("start", "end", "byte", "ends", "kid_lo", "kid_hi")
+    __slots__ = ("start", "end", "byte", "ends", "kid_lo", "kid_hi", "parent")
 
     def __init__(self, tokens: TokenSet):
         n, flat, offsets, lengths = tokens.n, tokens.flat, tokens.offsets, tokens.lengths
@@ -217,6 +217,7 @@ class PrefixTrie:
         self.ends: list[np.ndarray] = [np.zeros(1, dtype=bool)]
         self.kid_lo: list[np.ndarray] = []
         self.kid_hi: list[np.ndarray] = []
+        self.parent: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]  # index one level up
         rows = np.arange(n, dtype=np.int32)
         for d in range(1, tokens.maxlen + 1):
             rows = rows[lengths[rows] >= d]
@@ -228,6 +229,7 @@ class PrefixTrie:
             above = np.arange(len(self.start[d - 1]))
             self.kid_lo.append(np.searchsorted(parents, above, side="left").astype(np.int32))
             self.kid_hi.append(np.searchsorted(parents, above, side="right").astype(np.int32))
+            self.parent.append(parents.astype(np.int32))
             self.start.append(starts)
             self.end.append(ends)
             self.byte.append(flat[offsets[starts] + d - 1])
@@ -253,7 +255,7 @@ class PrefixTrie:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for level in (self.start, self.end, self.byte, self.ends,
-                                          self.kid_lo, self.kid_hi) for a in level)
+                                          self.kid_lo, self.kid_hi, self.parent) for a in level)
 
 
 def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -394,16 +396,37 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
     """Breadth first over the prefix trie: each live prefix is stepped once.
 
     ``only`` (bool per first-level node) limits the walk to those first bytes.
+    While most of a level is live (a string body: nearly every token), the
+    level is stepped whole, a parent gather per level; once few nodes are
+    left, only the live ones are followed (index lists, then plain Python).
     """
     trie = tokens.trie
     groups: Groups = {}
-    first = lexer.table[start][trie.byte[1]]
+    st = lexer.table[start][trie.byte[1]]
     if only is not None:
-        first = np.where(only, first, 0)
-    nodes = first.nonzero()[0].astype(np.int32)
-    st = first[nodes]
-    recorded = np.zeros(nodes.size, dtype=bool)  # a lexeme end was already seen above
+        st = np.where(only, st, 0)
+    recorded = np.zeros(st.size, dtype=bool)  # a lexeme end was already seen above
     d = 1
+    while True:  # whole levels; the dead state 0 steps to itself
+        alive = st != 0
+        live = int(np.count_nonzero(alive))
+        if live * DENSE_SHARE < st.size:
+            break
+        ends = trie.ends[d] & alive
+        inside[trie.start[d][ends]] = True
+        acc = lexer.accepting[st] & (trie.kid_hi[d] > trie.kid_lo[d]) & ~recorded
+        if acc.any():
+            recorded |= acc
+            nodes = acc.nonzero()[0]
+            _record_ends(trie, d, nodes, st[nodes], groups)
+        if d + 1 >= len(trie.start):
+            return groups
+        parent = trie.parent[d + 1]
+        recorded = recorded[parent]
+        d += 1
+        st = lexer.gather(st[parent], trie.byte[d])
+    nodes = alive.nonzero()[0].astype(np.int32)
+    st, recorded = st[nodes], recorded[nodes]
     while nodes.size:
         if nodes.size <= FEW_ROWS and int(  # the deep levels hold a handful of long tokens
                 (trie.end[d][nodes] - trie.start[d][nodes]).sum()) <= FEW_ROWS:
@@ -417,14 +440,7 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
         acc = lexer.accepting[st] & more & ~recorded  # (the lexer's arrays may grow)
         if acc.any():
             recorded |= acc
-            acc_nodes, acc_states = nodes[acc], st[acc]
-            for state in np.unique(acc_states).tolist():
-                mine = acc_nodes[acc_states == state]
-                kids = _ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
-                if kids.size:
-                    lo_rows = trie.start[d + 1][kids]
-                    rows = _ranges(lo_rows, trie.end[d + 1][kids] - lo_rows)
-                    groups.setdefault(state, []).append((rows, d))
+            _record_ends(trie, d, nodes[acc], st[acc], groups)
         if not more.all():
             lo, hi, st, recorded = lo[more], hi[more], st[more], recorded[more]
         counts = hi - lo
@@ -439,6 +455,22 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
         if not alive.all():
             nodes, st, recorded = nodes[alive], st[alive], recorded[alive]
     return groups
+
+
+DENSE_SHARE = 3  # a level is stepped whole while at least a third of it is live
+
+
+def _record_ends(trie: PrefixTrie, d: int, nodes: np.ndarray, states: np.ndarray,
+                 groups: Groups) -> None:
+    """Group the rows below ``nodes`` (depth ``d``) by the lexer state in which a
+    lexeme may end there: each group crosses that lexeme end after ``d`` bytes."""
+    for state in np.unique(states).tolist():
+        mine = nodes[states == state]
+        kids = _ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
+        if kids.size:
+            lo_rows = trie.start[d + 1][kids]
+            rows = _ranges(lo_rows, trie.end[d + 1][kids] - lo_rows)
+            groups.setdefault(state, []).append((rows, d))
 
 
 FEW_ROWS = 48  # below this many rows left, a trie level's NumPy calls cost more than Python
