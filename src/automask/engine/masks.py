@@ -395,19 +395,16 @@ def _threads(config: Config, split, capped: bool = False) -> tuple:
     """
     found = config.parts_capped if capped else config.parts
     if found is None:
-        found = []
+        out, any_split = [], False
         for origin, ls in pairs(config.threads):
             parts = split(ls)
-            if capped and len(parts) > SPLIT_MAX:
-                found += (origin, ls)
+            if len(parts) == 1 or (capped and len(parts) > SPLIT_MAX):
+                out += (origin, ls)
             else:
+                any_split = True
                 for one in parts:
-                    found += (origin, one)
-        found = tuple(found)
-        for same in (config.threads, config.parts, config.parts_capped):
-            if found == same:  # one object where they agree (no state was split)
-                found = same
-                break
+                    out += (origin, one)
+        found = tuple(out) if any_split else config.threads  # nothing split: the same object
         if capped:
             config.parts_capped = found
         else:

@@ -237,20 +237,25 @@ class PrefixTrie:
         self.kid_lo.append(np.zeros(len(self.start[-1]), dtype=np.int32))
         self.kid_hi.append(np.zeros(len(self.start[-1]), dtype=np.int32))
 
+    def path(self, data: bytes) -> list[int]:
+        """The trie node of each prefix of ``data`` that some token starts with
+        (depths 0, 1, ...): all ``len(data) + 1`` of them when a token starts with ``data``."""
+        nodes = [0]
+        for d, b in enumerate(data):
+            lo, hi = int(self.kid_lo[d][nodes[-1]]), int(self.kid_hi[d][nodes[-1]])
+            i = lo + int(np.searchsorted(self.byte[d + 1][lo:hi], b))
+            if i >= hi or self.byte[d + 1][i] != b:
+                break
+            nodes.append(i)
+        return nodes
+
     def rows_with_prefix(self, data: bytes) -> range:
         """The rows whose bytes start with ``data`` (sorted order makes them a range)."""
-        node = 0
-        for d, b in enumerate(data):
-            lo, hi = int(self.kid_lo[d][node]), int(self.kid_hi[d][node])
-            kids = self.byte[d + 1][lo:hi]
-            i = int(np.searchsorted(kids, b))
-            if i >= len(kids) or kids[i] != b:
-                return range(0)
-            node = lo + i
-        if not data:
-            return range(int(self.end[0][0]))
+        nodes = self.path(data)
+        if len(nodes) <= len(data):
+            return range(0)
         level = len(data)
-        return range(int(self.start[level][node]), int(self.end[level][node]))
+        return range(int(self.start[level][nodes[-1]]), int(self.end[level][nodes[-1]]))
 
     @property
     def nbytes(self) -> int:
@@ -349,16 +354,13 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
     inside = np.zeros(tokens.n, dtype=bool)
     if not text:  # the lexeme has ended: no token goes on in it
         return inside, []
-    node = 0
-    for d, byte in enumerate(text):
-        lo, hi = int(trie.kid_lo[d][node]), int(trie.kid_hi[d][node])
-        i = lo + int(np.searchsorted(trie.byte[d + 1][lo:hi], byte))
-        if i >= hi or trie.byte[d + 1][i] != byte:
-            return inside, []
-        node = i
-        if trie.ends[d + 1][node]:
-            inside[trie.start[d + 1][node]] = True
-    level = len(text)
+    nodes = trie.path(text)
+    for d in range(1, len(nodes)):  # the tokens that are prefixes of text
+        if trie.ends[d][nodes[d]]:
+            inside[trie.start[d][nodes[d]]] = True
+    if len(nodes) <= len(text):
+        return inside, []
+    level, node = len(text), nodes[-1]
     first, last = int(trie.start[level][node]), int(trie.end[level][node])
     if trie.ends[level][node]:
         first += 1  # the row equal to text: inside
