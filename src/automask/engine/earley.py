@@ -167,7 +167,13 @@ def _bit_set(bits: int) -> set[int]:
 class EarleySet:
     """An interned set of Earley items; see the module docstring."""
 
-    __slots__ = ("uid", "key", "by_symbol", "lexemes", "accepting", "lexer_start", "size")
+    # ``waiting`` is one flat tuple (core, origin, core, origin, ...) of the items
+    # waiting on a symbol, grouped by symbol; ``by_symbol`` maps a symbol to its
+    # (start, stop) in it. One tuple per set, not one per symbol: a set lives as
+    # long as its grammar, and each tuple would be one more object for the
+    # garbage collector to walk (the spans hold ints only: it stops tracking them).
+    __slots__ = ("uid", "key", "by_symbol", "waiting", "lexemes", "accepting", "lexer_start",
+                 "size")
 
     def __repr__(self) -> str:
         return f"<EarleySet #{self.uid} items={self.size} lexemes={self.lexemes}>"
@@ -209,9 +215,11 @@ class Parser:
             sym = nxt_sym[core]
             if sym is None:
                 if origin is not None:  # completion; self-origin ones are covered by nullability
-                    waiting = origin.by_symbol.get(-(t.lhs[core] + 1), ())
-                    for i in range(0, len(waiting), 2):
-                        add(waiting[i] + 1, waiting[i + 1])
+                    span = origin.by_symbol.get(-(t.lhs[core] + 1))
+                    if span is not None:
+                        waiting = origin.waiting
+                        for i in range(span[0], span[1], 2):
+                            add(waiting[i] + 1, waiting[i + 1])
             elif sym < 0:
                 nt = -sym - 1
                 if nt not in predicted:
@@ -252,9 +260,13 @@ class Parser:
                 by_symbol.setdefault(sym, []).append((core, s if origin is None else origin))
                 if sym >= 0:
                     lexemes.add(sym)
-            # Flat (core, origin, core, origin, ...) tuples: one object per symbol.
-            s.by_symbol = {sym: tuple(x for pair in v for x in pair)
-                           for sym, v in by_symbol.items()}
+            waiting: list = []
+            s.by_symbol = {}
+            for sym, v in by_symbol.items():
+                s.by_symbol[sym] = (len(waiting), len(waiting) + 2 * len(v))
+                for pair in v:
+                    waiting += pair
+            s.waiting = tuple(waiting)
             if self.ignore and (lexemes or accepting):
                 lexemes.update(self.ignore)
             s.lexemes = tuple(sorted(lexemes))
@@ -272,9 +284,11 @@ class Parser:
         check_time()
         kernel = []
         for s, lex in completions:
-            waiting = s.by_symbol.get(lex, ())
-            for i in range(0, len(waiting), 2):
-                kernel.append((waiting[i] + 1, waiting[i + 1]))
+            span = s.by_symbol.get(lex)
+            if span is not None:
+                waiting = s.waiting
+                for i in range(span[0], span[1], 2):
+                    kernel.append((waiting[i] + 1, waiting[i + 1]))
         result = self._build(kernel)
         self._completions[key] = result
         return result

@@ -2,13 +2,16 @@
 
 A lexer state is the set of ``(lexeme, regex node)`` pairs still alive, i.e.
 the lexemes the parser allowed here and how far into each one the text has
-gone. States are interned to small ints. Transitions live in a NumPy table
-(for vectorized passes over a whole vocabulary) and are computed lazily, one
-byte class at a time: a walk over a vocabulary meets most states with only
-a few next bytes, and a new grammar's states (its keys, its patterns) would
-otherwise each pay one derivative per byte class. A state's whole row
-(:meth:`LexerDFA.row`, also kept as a tuple for stepping from Python) is
-materialized when something needs all of it. State 0 is the dead state.
+gone (kept as two parallel tuples, ``lexes`` and ``nodes``: a state lives as
+long as its grammar, and a tuple per pair would be one more object per
+member for the garbage collector to walk). States are interned to small ints.
+Transitions live in a NumPy table (for vectorized passes over a whole
+vocabulary) and are computed lazily, one byte class at a time: a walk over a
+vocabulary meets most states with only a few next bytes, and a new grammar's
+states (its keys, its patterns) would otherwise each pay one derivative per
+byte class. A state's whole row (:meth:`LexerDFA.row`, also kept as a tuple
+for stepping from Python) is materialized when something needs all of it.
+State 0 is the dead state.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ class LexerDFA:
         self._follow_ok: dict[int, np.ndarray] = {}
         self.max_states = max_states
         self._ids: dict[tuple, int] = {}
-        self.members: list[tuple[tuple[int, rx.Node], ...]] = []
+        self.lexes: list[tuple[int, ...]] = []  # per state, its members' lexemes
+        self.nodes: list[tuple[rx.Node, ...]] = []  # ... and their regex nodes
         self.accepts: list[tuple[int, ...]] = []  # lexemes that may end in this state
         self.rows: list[tuple[int, ...] | None] = []  # tuples: the GC does not track them
         self.live_bytes: list[int] = []  # bitmask of bytes with a live transition (-1: unknown)
@@ -56,10 +60,14 @@ class LexerDFA:
         self.live_bytes[DEAD] = 0
 
     def __len__(self) -> int:
-        return len(self.members)
+        return len(self.lexes)
+
+    def members(self, sid: int) -> zip:
+        """The ``(lexeme, regex node)`` pairs of state ``sid``."""
+        return zip(self.lexes[sid], self.nodes[sid], strict=True)
 
     def _intern(self, members: tuple[tuple[int, rx.Node], ...]) -> int:
-        key = tuple((lex, node.uid) for lex, node in members)
+        key = tuple(x for lex, node in members for x in (lex, node.uid))  # flat: untracked
         sid = self._ids.get(key)
         if sid is not None:
             return sid
@@ -67,12 +75,13 @@ class LexerDFA:
             sid = self._ids.get(key)
             if sid is not None:
                 return sid
-            sid = len(self.members)
+            sid = len(self.lexes)
             if sid >= self.max_states:
                 raise LimitExceeded(f"lexer automaton exceeds {self.max_states} states")
             if sid >= len(self.accepting):
                 self._grow()
-            self.members.append(members)
+            self.lexes.append(tuple(lex for lex, _ in members))
+            self.nodes.append(tuple(node for _, node in members))
             acc = tuple(lex for lex, node in members if node.nullable)
             self.accepts.append(acc)
             self.accepting[sid] = bool(acc)
@@ -99,15 +108,15 @@ class LexerDFA:
 
     def single(self, lex: int, node: rx.Node) -> int:
         """The state holding just lexeme ``lex`` at ``node``."""
-        sid = self._ids.get(((lex, node.uid),))  # the key _intern gives it
+        sid = self._ids.get((lex, node.uid))  # the key _intern gives it
         return sid if sid is not None else self._intern(((lex, node),))
 
     def split(self, sid: int) -> tuple[int, ...]:
         """The one-lexeme states whose union is ``sid`` (``(sid,)`` when it has one)."""
         found = self._split.get(sid)
         if found is None:
-            members = self.members[sid]
-            found = (sid,) if len(members) <= 1 else tuple(self._intern((m,)) for m in members)
+            found = (sid,) if len(self.lexes[sid]) <= 1 else tuple(
+                self._intern((m,)) for m in self.members(sid))
             self._split[sid] = found
         return found
 
@@ -121,9 +130,9 @@ class LexerDFA:
             if r is not None:
                 return r
             check_time()
-            members = self.members[sid]
+            members = tuple(self.members(sid))
             starts = 1
-            for _, node in members:
+            for node in self.nodes[sid]:
                 starts |= rx.class_starts(node)
             r = [DEAD] * 256
             live = 0
@@ -146,14 +155,13 @@ class LexerDFA:
             return found
         with self._lock:
             check_time()
-            members = self.members[sid]
             starts = 1
-            for _, node in members:
+            for node in self.nodes[sid]:
                 starts |= rx.class_starts(node)
             lo = (starts & ((2 << byte) - 1)).bit_length() - 1
             above = starts >> (byte + 1)
             hi = byte + (above & -above).bit_length() - 1 if above else 255
-            nxt = tuple((lex, d) for lex, node in members
+            nxt = tuple((lex, d) for lex, node in self.members(sid)
                         if (d := rx.derive(node, lo)) is not rx.EMPTY)
             target = self._intern(nxt) if nxt else DEAD
             self.table[sid, lo: hi + 1] = target
@@ -183,7 +191,7 @@ class LexerDFA:
             return live != 0
         found = self._continues.get(sid)
         if found is None:
-            found = any(rx.can_continue(node) for _, node in self.members[sid])
+            found = any(rx.can_continue(node) for node in self.nodes[sid])
             self._continues[sid] = found
         return found
 

@@ -188,11 +188,10 @@ class MaskComputer:
         the vocabulary, not two.
         """
         lexer = self.runtime.lexer
-        members = lexer.members[ls]
-        if len(members) != 1:
+        if len(lexer.lexes[ls]) != 1:
             inside, crossing = scan(tokens, lexer, ls)
             return finish(inside), tuple(crossing)
-        lex, node = members[0]
+        lex, node = lexer.lexes[ls][0], lexer.nodes[ls][0]
         root = tokens is self.root
         if root:
             # No token is longer than maxlen bytes, so a node that agrees with this one on
@@ -231,7 +230,7 @@ class MaskComputer:
         # Tuples, not lists: an empty tuple is the shared (), so a scan with no crossing
         # groups (most keys) leaves nothing for the garbage collector to track.
         crossing = tuple(crossing)
-        by_node = tuple((lexer.members[after][0][1], child) for after, child in crossing)
+        by_node = tuple((lexer.nodes[after][0], child) for after, child in crossing)
         shared.put(key, (part, by_node), _scan_cost(part if own_part else None, crossing))
         return part, crossing
 
