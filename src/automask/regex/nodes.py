@@ -338,8 +338,9 @@ def is_live(node: Node) -> bool:
         stack.append((d, iter(_search_order(d))))
         if not len(seen) & 63:
             check_time()
-    if found:
-        _live[node.uid] = True
+    if found:  # every node on the path down to the live one is live as well
+        for n, _ in stack:
+            _live[n.uid] = True
     else:
         for uid in seen:
             _live[uid] = False
