@@ -67,7 +67,10 @@ class LexerDFA:
         return zip(self.lexes[sid], self.nodes[sid], strict=True)
 
     def _intern(self, members: tuple[tuple[int, rx.Node], ...]) -> int:
-        key = tuple(x for lex, node in members for x in (lex, node.uid))  # flat: untracked
+        if len(members) == 1:  # most states: a flat int key (the GC stops tracking it)
+            key = (members[0][0], members[0][1].uid)
+        else:
+            key = tuple(x for lex, node in members for x in (lex, node.uid))
         sid = self._ids.get(key)
         if sid is not None:
             return sid
@@ -161,9 +164,14 @@ class LexerDFA:
             lo = (starts & ((2 << byte) - 1)).bit_length() - 1
             above = starts >> (byte + 1)
             hi = byte + (above & -above).bit_length() - 1 if above else 255
-            nxt = tuple((lex, d) for lex, node in self.members(sid)
-                        if (d := rx.derive(node, lo)) is not rx.EMPTY)
-            target = self._intern(nxt) if nxt else DEAD
+            nodes = self.nodes[sid]
+            if len(nodes) == 1:
+                d = rx.derive(nodes[0], lo)
+                target = DEAD if d is rx.EMPTY else self.single(self.lexes[sid][0], d)
+            else:
+                nxt = tuple((lex, d) for lex, node in self.members(sid)
+                            if (d := rx.derive(node, lo)) is not rx.EMPTY)
+                target = self._intern(nxt) if nxt else DEAD
             self.table[sid, lo: hi + 1] = target
             return target
 

@@ -62,8 +62,13 @@ class Runtime:
                                    init.accepting)
 
     def intern(self, threads, accepting: bool) -> Config:
-        threads = sorted(set(threads), key=lambda t: (t[0].uid, t[1]))
-        key = array("q", [accepting] + [x for s, ls in threads for x in (s.uid, ls)]).tobytes()
+        if len(threads) != 1:
+            threads = sorted(set(threads), key=lambda t: (t[0].uid, t[1]))
+        if len(threads) == 1:  # most configurations: a small int tuple for a key
+            key = (accepting, threads[0][0].uid, threads[0][1])
+        else:
+            key = array("q", [accepting] + [x for s, ls in threads for x in (s.uid, ls)]
+                        ).tobytes()
         c = self._configs.get(key)
         if c is not None:
             return c
