@@ -133,16 +133,13 @@ class LexerDFA:
             if r is not None:
                 return r
             check_time()
-            members = tuple(self.members(sid))
             starts = 1
             for node in self.nodes[sid]:
                 starts |= rx.class_starts(node)
             r = [DEAD] * 256
             live = 0
             for lo, hi in rx.class_runs(starts):
-                nxt = tuple((lex, d) for lex, node in members
-                            if (d := rx.derive(node, lo)) is not rx.EMPTY)
-                target = self._intern(nxt) if nxt else DEAD
+                target = self._successor(sid, lo)
                 if target != DEAD:
                     r[lo: hi + 1] = [target] * (hi - lo + 1)
                     live |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
@@ -164,16 +161,19 @@ class LexerDFA:
             lo = (starts & ((2 << byte) - 1)).bit_length() - 1
             above = starts >> (byte + 1)
             hi = byte + (above & -above).bit_length() - 1 if above else 255
-            nodes = self.nodes[sid]
-            if len(nodes) == 1:
-                d = rx.derive(nodes[0], lo)
-                target = DEAD if d is rx.EMPTY else self.single(self.lexes[sid][0], d)
-            else:
-                nxt = tuple((lex, d) for lex, node in self.members(sid)
-                            if (d := rx.derive(node, lo)) is not rx.EMPTY)
-                target = self._intern(nxt) if nxt else DEAD
+            target = self._successor(sid, lo)
             self.table[sid, lo: hi + 1] = target
             return target
+
+    def _successor(self, sid: int, byte: int) -> int:
+        """The state after ``byte`` (interned; the caller stores it in the table)."""
+        nodes = self.nodes[sid]
+        if len(nodes) == 1:  # most states: one derivative, no tuple of members
+            d = rx.derive(nodes[0], byte)
+            return DEAD if d is rx.EMPTY else self.single(self.lexes[sid][0], d)
+        nxt = tuple((lex, d) for lex, node in self.members(sid)
+                    if (d := rx.derive(node, byte)) is not rx.EMPTY)
+        return self._intern(nxt) if nxt else DEAD
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """``table[states, data]``, computing the transitions not known yet."""
