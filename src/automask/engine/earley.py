@@ -23,7 +23,8 @@ from automask.budget import check_time
 from automask.errors import LimitExceeded
 from automask.grammar.ir import Grammar
 
-_SELF = -1  # origin marker: the item started in the set that holds it
+_ORIGIN_SHIFT = 32  # an item key: core | (origin uid + 1) << 32, origin 0 for "this set"
+_CORE_BITS = (1 << _ORIGIN_SHIFT) - 1
 
 
 class ParserTables:
@@ -197,13 +198,15 @@ class Parser:
 
     def _build(self, kernel: list[tuple[int, EarleySet | None]]) -> EarleySet:
         t = self.t
-        nxt_sym, initial_cores, nullable = t.next_symbol, t.initial_cores, t.nullable
-        items: dict[tuple[int, int], EarleySet | None] = {}
+        nxt_sym, initial_cores, nullable, lhs = t.next_symbol, t.initial_cores, t.nullable, t.lhs
+        # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set).
+        items: dict[int, EarleySet | None] = {}
         agenda: list[tuple[int, EarleySet | None]] = []
         predicted: set[int] = set()
+        top_done, accepting = t.top_done, False
 
         def add(core: int, origin: EarleySet | None) -> None:
-            key = (core, _SELF if origin is None else origin.uid)
+            key = core if origin is None else core | (origin.uid + 1) << _ORIGIN_SHIFT
             if key not in items:
                 items[key] = origin
                 agenda.append((core, origin))
@@ -214,8 +217,10 @@ class Parser:
             core, origin = agenda.pop()
             sym = nxt_sym[core]
             if sym is None:
-                if origin is not None:  # completion; self-origin ones are covered by nullability
-                    span = origin.by_symbol.get(-(t.lhs[core] + 1))
+                if core == top_done:  # the augmented start rule is complete
+                    accepting = True
+                elif origin is not None:  # completion; self-origin ones: see nullability
+                    span = origin.by_symbol.get(-(lhs[core] + 1))
                     if span is not None:
                         waiting = origin.waiting
                         for i in range(span[0], span[1], 2):
@@ -230,10 +235,9 @@ class Parser:
                     add(core + 1, origin)
             if len(items) > self.max_items:
                 raise LimitExceeded(f"an Earley set exceeds {self.max_items} items")
-        accepting = any(k[0] == t.top_done for k in items)
-        # The identity of a set: its live items as a compact, exact byte string.
-        live = sorted(k for k in items if nxt_sym[k[0]] is not None)
-        key = array("q", [accepting] + [x for k in live for x in k]).tobytes()
+        # The identity of a set: its live items (those that can still consume input).
+        live = sorted(k for k in items if nxt_sym[k & _CORE_BITS] is not None)
+        key = array("q", [accepting] + live).tobytes()
         found = self._sets.get(key)
         if found is not None:
             return found
@@ -251,21 +255,20 @@ class Parser:
             s.key = key
             s.accepting = accepting
             s.size = len(items)
-            by_symbol: dict[int, list[tuple[int, EarleySet]]] = {}
+            by_symbol: dict[int, list] = {}
             lexemes = set()
-            for (core, _), origin in items.items():
+            for k in live:
+                core = k & _CORE_BITS
                 sym = nxt_sym[core]
-                if sym is None:
-                    continue
-                by_symbol.setdefault(sym, []).append((core, s if origin is None else origin))
+                origin = items[k]
+                by_symbol.setdefault(sym, []).extend((core, s if origin is None else origin))
                 if sym >= 0:
                     lexemes.add(sym)
             waiting: list = []
             s.by_symbol = {}
-            for sym, v in by_symbol.items():
-                s.by_symbol[sym] = (len(waiting), len(waiting) + 2 * len(v))
-                for pair in v:
-                    waiting += pair
+            for sym, flat in by_symbol.items():
+                s.by_symbol[sym] = (len(waiting), len(waiting) + len(flat))
+                waiting += flat
             s.waiting = tuple(waiting)
             if self.ignore and (lexemes or accepting):
                 lexemes.update(self.ignore)
