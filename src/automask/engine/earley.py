@@ -190,8 +190,8 @@ class Parser:
         self.lexer = lexer
         self.max_items = max_items
         self.max_sets = max_sets
-        self._sets: dict[frozenset, EarleySet] = {}
-        self._completions: dict[frozenset, EarleySet] = {}
+        self._sets: dict[bytes, EarleySet] = {}
+        self._completions: dict[tuple | frozenset, EarleySet] = {}
         self._lock = threading.RLock()
         self._uid = 0
         self.initial = self._build([(self.t.top_start, None)])
@@ -277,10 +277,12 @@ class Parser:
             self._sets[key] = s
             return s
 
-    def complete(self, completions: frozenset[tuple[EarleySet, int]]) -> EarleySet:
+    def complete(self, completions: list[tuple[EarleySet, int]]) -> EarleySet:
         """The set after the given (origin set, lexeme) pairs all end at one position."""
-        key = frozenset((s.uid, lex) for s, lex in completions) if len(completions) > 1 else (
-            next(iter(completions))[0].uid, next(iter(completions))[1])
+        if len(completions) == 1:
+            key = (completions[0][0].uid, completions[0][1])
+        else:  # the order and repeats of the pairs do not matter
+            key = frozenset((s.uid, lex) for s, lex in completions)
         found = self._completions.get(key)
         if found is not None:
             return found

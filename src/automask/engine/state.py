@@ -133,7 +133,7 @@ class Runtime:
                 else:
                     completions.append((origin, lex))
         if completions:
-            new_set = self.parser.complete(frozenset(completions))
+            new_set = self.parser.complete(completions)
             if new_set.lexemes:
                 threads.append((new_set, new_set.lexer_start))
             accepting = accepting or new_set.accepting
