@@ -150,7 +150,7 @@ class LexerDFA:
 
     def transition(self, sid: int, byte: int) -> int:
         """The successor of ``sid`` on ``byte``, computing only that byte's class."""
-        found = int(self.table[sid, byte])
+        found = self.table.item(sid, byte)
         if found != UNKNOWN:
             return found
         with self._lock:
