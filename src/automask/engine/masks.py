@@ -363,7 +363,10 @@ class MaskComputer:
         return result
 
 
-SHARED_SCAN_BYTES = 48 << 20  # per vocabulary, for every grammar compiled against it
+# Per vocabulary, for every grammar compiled against it. A server sees schema after
+# schema sharing keys, strings and patterns; on MaskBench (3,000 schemas) 48 MB kept
+# 21k scans, 256 MB 115k, and the mean mask time fell ~4% (1 GB, all of them: ~10%).
+SHARED_SCAN_BYTES = 256 << 20
 _shared_lock = threading.Lock()
 
 
