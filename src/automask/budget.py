@@ -30,6 +30,12 @@ class _Deadline:
     def __init__(self, what: str, seconds: float):
         self.end, self.what, self.seconds, self.calls = None, what, seconds, 0
 
+    def started(self, now: float) -> float:
+        """The deadline, starting the clock at ``now`` if it has not started yet."""
+        if self.end is None:
+            self.end = now + self.seconds
+        return self.end
+
 
 class time_budget:
     """Run the body with ``seconds`` of this thread's CPU time (None: no limit).
@@ -50,9 +56,7 @@ class time_budget:
             return
         if outer is not None:
             now = time.thread_time()
-            if outer.end is None:
-                outer.end = now + outer.seconds
-            if outer.end <= now + self.seconds:
+            if outer.started(now) <= now + self.seconds:
                 return  # the outer budget is tighter
         self.mine = _local.deadline = _Deadline(self.what, self.seconds)
 
@@ -70,8 +74,6 @@ def check_time() -> None:
     if deadline.calls % _CHECK_EVERY != 1:
         return
     now = time.thread_time()
-    if deadline.end is None:
-        deadline.end = now + deadline.seconds
-    if now >= deadline.end:
+    if now >= deadline.started(now):
         raise LimitExceeded(f"{deadline.what} took longer than {deadline.seconds:g} s "
                             "of CPU time (the time limit)")

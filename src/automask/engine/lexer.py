@@ -133,12 +133,9 @@ class LexerDFA:
             if r is not None:
                 return r
             check_time()
-            starts = 1
-            for node in self.nodes[sid]:
-                starts |= rx.class_starts(node)
             r = [DEAD] * 256
             live = 0
-            for lo, hi in rx.class_runs(starts):
+            for lo, hi in rx.class_runs(self._class_starts(sid)):
                 target = self._successor(sid, lo)
                 if target != DEAD:
                     r[lo: hi + 1] = [target] * (hi - lo + 1)
@@ -155,15 +152,20 @@ class LexerDFA:
             return found
         with self._lock:
             check_time()
-            starts = 1
-            for node in self.nodes[sid]:
-                starts |= rx.class_starts(node)
+            starts = self._class_starts(sid)
             lo = (starts & ((2 << byte) - 1)).bit_length() - 1
             above = starts >> (byte + 1)
             hi = byte + (above & -above).bit_length() - 1 if above else 255
             target = self._successor(sid, lo)
             self.table[sid, lo: hi + 1] = target
             return target
+
+    def _class_starts(self, sid: int) -> int:
+        """The first byte of each class of bytes that ``sid``'s members all treat alike."""
+        starts = 1
+        for node in self.nodes[sid]:
+            starts |= rx.class_starts(node)
+        return starts
 
     def _successor(self, sid: int, byte: int) -> int:
         """The state after ``byte`` (interned; the caller stores it in the table)."""
