@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from automask.budget import check_time
-from automask.engine import counted
+from automask.engine import counted, excluded
 from automask.engine.state import Config, Runtime, pairs
 from automask.engine.tokens import (
     Reuse,
@@ -220,6 +220,8 @@ class MaskComputer:
                     for after, child in unpruned]
             crossing = [(after, child) for after, child in kept if child is not None]
             own_part = False
+        elif root and (other := excluded.except_body(node)) is not None:
+            part, crossing, own_part = self._except_scan(lex, state, other, finish)
         elif root and (text := rx.single_string(node, tokens.maxlen)) is not None:
             inside, crossing = scan_string(tokens, lexer, state, text)  # a key's name
             part = finish(inside)
@@ -260,6 +262,34 @@ class MaskComputer:
             return None
         part, crossing = self._shared_scan(self.root, d, finish, False, rx.FULL_BITS)
         return Reuse(same, self._inside_rows(part), crossing)
+
+    def _except_scan(self, lex: int, state: int, body: excluded.ExceptBody, finish
+                     ) -> tuple[np.ndarray, list[tuple[int, TokenSet]], bool]:
+        """The root scan of "any key but the declared ones" (see :mod:`automask.engine.excluded`):
+        the plain key body's, minus the rows that close a declared name. Returns the
+        part, the crossing groups, and whether the part is a new array (not the plain one)."""
+        lexer, root = self.runtime.lexer, self.root
+        part, crossing = self._shared_scan(root, lexer.single(lex, body.plain), finish, True,
+                                           rx.FULL_BITS)
+        shared = _shared_scans(root)
+        key = ("rows holding", body.tail)
+        holding = shared.get(key)
+        if holding is None:
+            holding = shared.put(key, excluded.rows_holding(root, body.tail), root.n)
+        dead = excluded.dying_rows(root, lexer, state, body, holding)
+        crossing = excluded.drop_closed_words(root, lexer, state, body, crossing)
+        if not dead:
+            return part, crossing, False
+        dead_rows = np.array(dead, dtype=np.int32)
+        if part.dtype == np.int32:
+            part = part[~np.isin(part, dead_rows)]
+        else:
+            part = part.copy()
+            ids = root.ids_for_rows(dead_rows)
+            np.bitwise_and.at(part, ids >> 5, ~np.left_shift(np.uint32(1),
+                                                             (ids & 31).astype(np.uint32)))
+        part.setflags(write=False)
+        return part, crossing, True
 
     def _bounded_scan(self, lex: int, body: counted.BoundedBody, finish
                       ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:

@@ -140,16 +140,32 @@ def _text_except(words: tuple[str, ...]) -> rx.Node:
     if not trie:
         return anything
 
-    def build(node: dict) -> rx.Node:
+    def build(node: dict, suffixes: tuple[str, ...]) -> rx.Node:
         kids = tuple(sorted(k for k in node if k is not None))
         parts = [] if None in node else [rx.EPS]
         others = _char_except(kids)
         if others is not rx.EMPTY:
             parts.append(rx.concat(others, anything))
-        parts.extend(rx.concat(literal_text(c), build(node[c])) for c in kids)
-        return rx.alt_of(parts)
+        parts.extend(rx.concat(literal_text(c), build(node[c], tuple(
+            w[1:] for w in suffixes if w[:1] == c))) for c in kids)
+        out = rx.alt_of(parts)
+        _excluded.setdefault(out.uid, suffixes)
+        return out
 
-    return build(trie)
+    return build(trie, words)
+
+
+# uid of a text_except node (or of one of its subtries) -> the words it leaves out
+_excluded: dict[int, tuple[str, ...]] = {}
+
+
+def excluded_words(node: rx.Node) -> tuple[str, ...] | None:
+    """The words ``node`` leaves out, if it is :func:`text_except` of them.
+
+    Its derivatives along whole code points of a word are such nodes too
+    (the rest of the words), so a key being typed keeps the answer.
+    """
+    return _excluded.get(node.uid)
 
 
 @functools.lru_cache(maxsize=4096)
