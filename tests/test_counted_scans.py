@@ -26,14 +26,20 @@ SCHEMA = {
         "c": {"type": "array", "items": {"type": "string", "minLength": 3}},
         "d": {"type": "string", "maxLength": 3},
         "e": {"type": "string", "minLength": 2, "maxLength": 2},
+        # a pattern and a length: the pattern's scan, filtered by code points
+        "f": {"type": "string", "pattern": "\\S", "maxLength": 30},
+        "g": {"type": "string", "pattern": "^[a-z ]*[a-z]$", "minLength": 2, "maxLength": 9},
+        "h": {"type": "string", "pattern": "^[^x]*x", "maxLength": 4},
     },
 }
 
 INSTANCES = [
     {"a": "Hello there, this is a string of many words", "b": "héllo wörld",
-     "c": ["abc", "a\"b\\c\n", "日本語テキスト"], "d": "✨✨", "e": "ab"},
+     "c": ["abc", "a\"b\\c\n", "日本語テキスト"], "d": "✨✨", "e": "ab",
+     "f": "  a wide string near its bound", "g": "abc defgh", "h": "abx"},
     {"a": "x\u00e9\"\\\n\t\u0001yz é ✨ 日本", "b": "12345", "c": [], "d": "", "e": "\n\""},
-    {"a": "the quick brown fox jumps over the lazy", "b": "abcdefghijkl", "c": ["???"]},
+    {"a": "the quick brown fox jumps over the lazy", "b": "abcdefghijkl", "c": ["???"],
+     "f": "\u00e9", "g": "ab", "h": "\n\"\\x"},
 ]
 
 
@@ -51,10 +57,20 @@ def test_bounded_bodies_are_recognized():
     assert counted.bounded_body(_body(0, 4, char=rx.literal(b"ab"))) is None
     # a tail that could continue the body (a backslash starts an escape)
     assert counted.bounded_body(_body(0, 4, tail=rx.literal(b"\\"))) is None
-    # an intersection (pattern and length) is not a bounded repeat
-    both = rx.intersect(rx.repeat(utf8.any_char(), 0, 4), rx.star(rx.literal(b"a")))
-    assert counted.bounded_body(
-        rx.concat(rx.encoded(both, JSON_STRING_CODE), QUOTE)) is None
+    # a length met with a pattern: the pattern's body, and how near the bound it may come
+    a_star = rx.star(rx.literal(b"a"))
+    both = counted.bounded_body(rx.concat(rx.encoded(
+        rx.intersect(rx.repeat(utf8.any_char(), 0, 4), a_star), JSON_STRING_CODE), QUOTE))
+    assert both is not None and (both.lo, both.hi, both.slack) == (0, 4, 0)
+    assert both.unbounded is rx.concat(rx.encoded(a_star, JSON_STRING_CODE), QUOTE)
+    ends_in_b = rx.concat(rx.star(utf8.any_char()), rx.literal(b"bb"))  # two more to close
+    found = counted.bounded_body(rx.concat(rx.encoded(
+        rx.intersect(rx.repeat(utf8.any_char(), 0, 9), ends_in_b), JSON_STRING_CODE), QUOTE))
+    assert found is not None and found.slack == 2
+    # a pattern with no loop to finish in (a fixed length): read nothing off it
+    fixed = rx.concat(rx.literal(b"a"), rx.literal(b"b"))
+    assert counted.bounded_body(rx.concat(rx.encoded(
+        rx.intersect(rx.repeat(utf8.any_char(), 0, 9), fixed), JSON_STRING_CODE), QUOTE)) is None
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +136,7 @@ def _same_masks_both_ways(vocab, monkeypatch):
         return real(self, *args)
 
     monkeypatch.setattr(masks.MaskComputer, "_bounded_scan", spy)
+    monkeypatch.setattr(masks, "MAX_UNSURE_ROWS", 1 << 30)  # check every row near a bound
     root.shared_scans = None
     derived = _masks(vocab)
     assert len(used) >= 10

@@ -24,25 +24,35 @@ CONTINUATION = sum(1 << b for b in range(0x80, 0xC0))  # UTF-8 continuation byte
 
 
 class BoundedBody(NamedTuple):
-    """``enc(C{lo,hi}) tail`` split into its unbounded form and the bounds."""
+    """``enc(C{lo,hi} [& P]) tail`` split into its unbounded form and the bounds."""
 
-    unbounded: rx.Node  # enc(C*) tail
+    unbounded: rx.Node  # enc(C* [& P]) tail
     lo: int
     hi: int | None
     code: rx.Code
+    #: a row that stays inside the unbounded body after ``n`` code points stays inside the
+    #: bounded one when ``n <= hi - slack`` (0 without a pattern; see :func:`_slack`)
+    slack: int
 
 
 def bounded_body(node: rx.Node) -> BoundedBody | None:
     """``node`` as a bounded body whose scan can be derived, or None.
 
     It must be a concatenation of an encoding, at a spelling boundary, of a
-    bounded repeat of one code point, with a tail that cannot start a
-    spelling (so the body ends at the tail's first byte, wherever it is).
+    bounded repeat of one code point (alone, or met with other constraints:
+    a pattern), with a tail that cannot start a spelling (so the body ends at
+    the tail's first byte, wherever it is).
     """
     if node.kind != rx.K_CONCAT or node.a.kind != rx.K_ENC or node.a.hi != 0:
         return None
     enc, tail = node.a, node.b
-    rep = enc.a
+    rep, others = enc.a, ()
+    if rep.kind == rx.K_AND:
+        counts = [m for m in rep.items if m.kind == rx.K_REPEAT and m.hi is not None]
+        if len(counts) != 1:
+            return None
+        others = tuple(m for m in rep.items if m is not counts[0])
+        rep = counts[0]
     if rep.kind != rx.K_REPEAT or (rep.lo == 0 and rep.hi is None):
         return None
     code = rx._codes[enc.lo]
@@ -50,7 +60,62 @@ def bounded_body(node: rx.Node) -> BoundedBody | None:
         return None
     if rx.first_bytes(tail) & _spelling_starts(code) or tail.nullable:
         return None
-    return BoundedBody(rx.concat(rx.encoded(rx.star(rep.a), code), tail), rep.lo, rep.hi, code)
+    content = rx.intersect(rx.star(rep.a), *others) if others else rx.star(rep.a)
+    slack = _slack(content) if others else 0
+    if slack is None:
+        return None
+    return BoundedBody(rx.concat(rx.encoded(content, code), tail), rep.lo, rep.hi, code, slack)
+
+
+MAX_SLACK_STATES = 64
+_slacks: dict[int, int | None] = {}
+
+
+def _slack(content: rx.Node) -> int | None:
+    """How close to its bound a text of ``content`` may come before the bound can bite.
+
+    From every state of ``content``'s automaton a text can be completed with
+    any number of code points from ``slack`` up: within ``slack`` more code
+    points (the rest of a character begun costs none) it reaches a state that
+    accepts and loops on an ASCII byte. So a prefix of
+    ``n`` code points that stays alive in ``content`` stays alive under
+    ``{lo,hi}`` too when ``n + slack <= hi``. None when some state cannot
+    reach such a loop, or the automaton is bigger than :data:`MAX_SLACK_STATES`.
+    """
+    if content.uid in _slacks:
+        return _slacks[content.uid]
+    seen, states, nexts = {content.uid}, [content], []
+    found: int | None = 0
+    for node in states:
+        succ = []
+        for lo, hi in rx.class_runs(rx.class_starts(node)):
+            d = rx.derive(node, lo)
+            if d is not rx.EMPTY:
+                # a continuation byte goes on with a code point already counted
+                succ.append((lo, d, 0 if lo <= 0xBF and hi >= 0x80 else 1))
+                if d.uid not in seen:
+                    seen.add(d.uid)
+                    states.append(d)
+        nexts.append(succ)
+        if len(states) > MAX_SLACK_STATES:
+            found = None
+            break
+    if found is not None:
+        index = {n.uid: i for i, n in enumerate(states)}
+        dist = [0 if n.nullable and any(b < 0x80 and d is n for b, d, _w in succ) else None
+                for n, succ in zip(states, nexts, strict=True)]
+        changed = True
+        while changed:  # fewest code points to a looping accepting state, by relaxation
+            changed = False
+            for i, succ in enumerate(nexts):
+                for _b, d, weight in succ:
+                    j = dist[index[d.uid]]
+                    if j is not None and (dist[i] is None or j + weight < dist[i]):
+                        dist[i] = j + weight
+                        changed = True
+        found = None if any(d is None for d in dist) else max(dist)
+    _slacks[content.uid] = found
+    return found
 
 
 _single: dict[int, bool] = {}

@@ -64,7 +64,7 @@ def dying_rows(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
     for node in np.flatnonzero(_lut(body.first)[trie.byte[1]]).tolist():
         lo, hi = int(trie.start[1][node]), int(trie.end[1][node])
         for r in (lo + np.flatnonzero(holding_tail[lo:hi])).tolist():
-            if not _survives(lexer, state, texts[r]):
+            if not lexer.walk(state, texts[r]):
                 dead.append(r)
     return dead
 
@@ -82,7 +82,7 @@ def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: Excep
         picked = np.flatnonzero(first_ok[root.flat[root.offsets[rows]]])
         skips = (child.offsets[picked] - root.offsets[rows[picked]]).tolist()
         gone = [i for i, r, k in zip(picked.tolist(), rows[picked].tolist(), skips, strict=True)
-                if not _survives(lexer, state, texts[r][:k])]
+                if not lexer.walk(state, texts[r][:k])]
         if not gone:
             out.append((after, child))
             continue
@@ -91,14 +91,6 @@ def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: Excep
         if keep.any():
             out.append((after, child.subset(keep)))
     return out
-
-
-def _survives(lexer: LexerDFA, state: int, data: bytes) -> bool:
-    for b in data:
-        state = lexer.step(state, b)
-        if not state:
-            return False
-    return True
 
 
 def _lut(bits: int) -> np.ndarray:

@@ -194,6 +194,14 @@ class LexerDFA:
             return r[byte]
         return self.transition(sid, byte)
 
+    def walk(self, sid: int, data: bytes) -> int:
+        """The state after every byte of ``data`` (DEAD once a byte kills it)."""
+        for byte in data:
+            sid = self.step(sid, byte)
+            if not sid:
+                return DEAD
+        return sid
+
     def can_continue(self, sid: int) -> bool:
         """Whether some byte keeps ``sid`` alive (asked of its members' nodes: shared)."""
         live = self.live_bytes[sid]

@@ -37,6 +37,7 @@ from automask.regex import nodes as rx
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
 SPLIT_MAX = 16  # child-set scans keep lexer states of more lexemes whole (see _threads)
 REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when they cover this many
+MAX_UNSURE_ROWS = 256  # a bounded scan checks at most this many rows near the bound one by one
 
 
 class BoundedCache(dict):
@@ -211,8 +212,8 @@ class MaskComputer:
         state = lexer.single(lex, node)
         body = counted.bounded_body(node) if root else None
         own_part = True  # False: the part is the unpruned scan's, counted there
-        if body is not None:
-            inside, crossing = self._bounded_scan(lex, body, finish)
+        if body is not None and (found := self._bounded_scan(lex, state, body, follow)) is not None:
+            inside, crossing = found
             part = finish(inside)
         elif root and follow != rx.FULL_BITS:
             part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
@@ -291,12 +292,15 @@ class MaskComputer:
         part.setflags(write=False)
         return part, crossing, True
 
-    def _bounded_scan(self, lex: int, body: counted.BoundedBody, finish
-                      ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
-        """The root scan of a length-bounded string body, from the unbounded body's
-        (see :mod:`automask.engine.counted`): same tokens, filtered by code points."""
+    def _bounded_scan(self, lex: int, state: int, body: counted.BoundedBody, follow: int
+                      ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]] | None:
+        """The root scan of a length-bounded string body (lexer ``state``), from the
+        unbounded body's (see :mod:`automask.engine.counted`): same tokens, filtered by
+        code points. None when a pattern leaves too many rows near the bound to check
+        one by one (a walk is cheaper)."""
         lexer, root = self.runtime.lexer, self.root
-        part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded), finish)
+        part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded),
+                                           self._pack_inside, True, follow)
         shared = _shared_scans(root)
         counts_key = ("body counts", body.code.uid)
         found = shared.get(counts_key)
@@ -306,6 +310,14 @@ class MaskComputer:
         counts, ended = found
         inside = self._inside_rows(part)
         inside &= counted.in_bounds(counts, 0, body.hi) & (~ended | (counts >= body.lo))
+        if body.slack and body.hi is not None:
+            # Near the bound a pattern may still need code points the bound leaves no room for.
+            unsure = np.flatnonzero(inside & ~ended & (counts > body.hi - body.slack))
+            if len(unsure) > MAX_UNSURE_ROWS:
+                return None
+            texts = root.texts()
+            for r in unsure.tolist():
+                inside[r] = lexer.walk(state, texts[r]) != 0
         out = []
         for state, child in crossing:
             mine = counts[child.root_rows]
