@@ -67,7 +67,7 @@ def bounded_body(node: rx.Node) -> BoundedBody | None:
     return BoundedBody(rx.concat(rx.encoded(content, code), tail), rep.lo, rep.hi, code, slack)
 
 
-MAX_SLACK_STATES = 64
+MAX_SLACK_STATES = 1024
 _slacks: dict[int, int | None] = {}
 
 
