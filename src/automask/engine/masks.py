@@ -91,19 +91,19 @@ class Mask:
 
     def __init__(self, dense: tuple[np.ndarray, ...], ids: np.ndarray):
         self.dense = dense
-        ids = ids.copy()
-        ids.sort()  # repeated ids are fine: their bits are ORed
+        ids = np.sort(ids)  # repeated ids are fine: their bits are ORed
         words = ids >> 5
-        bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
         if len(words):
             change = np.empty(len(words), dtype=bool)
             change[0] = True
             np.not_equal(words[1:], words[:-1], out=change[1:])
             starts = change.nonzero()[0]
             self.word_idx = words[starts].astype(np.int32)
-            self.word_val = np.bitwise_or.reduceat(bits, starts)
+            bits = np.left_shift(1, ids & 31)
+            self.word_val = np.bitwise_or.reduceat(bits, starts).astype(np.uint32)
         else:
-            self.word_idx, self.word_val = words.astype(np.int32), bits
+            self.word_idx = words.astype(np.int32)
+            self.word_val = np.zeros(0, dtype=np.uint32)
         self.empty = not dense and not len(ids)
 
     @property
@@ -114,10 +114,11 @@ class Mask:
         """Write the mask into ``out`` (uint32 words)."""
         if not self.dense:
             out[:] = 0
-        else:
-            np.copyto(out, self.dense[0])
-            for extra in self.dense[1:]:
-                np.bitwise_or(out, extra, out=out)
+            out[self.word_idx] = self.word_val  # the words are distinct: no OR needed
+            return
+        np.copyto(out, self.dense[0])
+        for extra in self.dense[1:]:
+            np.bitwise_or(out, extra, out=out)
         if len(self.word_idx):
             out[self.word_idx] |= self.word_val
 
