@@ -584,6 +584,16 @@ def test_clamp_merges_long_counts_and_keeps_short_ones() -> None:
     assert rx.clamp(tight, 4) is tight
 
 
+def test_clamp_skips_nodes_without_counts() -> None:
+    # Stars, pluses and plain text hold nothing to clamp: the node itself, with no walk.
+    for pattern in ("a*b+c", "(ab|cd)+e", "xyz"):
+        node = parse_regex(pattern)
+        assert not node.counted and rx.clamp(node, 2) is node
+    for pattern in ("a{2,}", "a{0,3}", "(b|a{1,4})c"):
+        assert parse_regex(pattern).counted
+    assert rx.intersect(parse_regex("a*b"), parse_regex("(aa)*b")).counted  # kept whole
+
+
 def test_text_except_is_every_text_but_the_words() -> None:
     from automask.regex import utf8
 

@@ -39,7 +39,7 @@ class Node:
     """An interned regular expression over bytes. Build with the functions below."""
 
     __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid", "plain",
-                 "_cuts", "_derivs", "__weakref__")
+                 "counted", "_cuts", "_derivs", "__weakref__")
 
     def __repr__(self) -> str:
         return f"<Node {to_pattern(self)}>"
@@ -72,9 +72,14 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         node.hi = fields.get("hi")
         node.bits = fields.get("bits", 0)
         node.nullable = nullable
-        node.plain = kind not in (K_AND, K_NOT) and all(
-            c.plain for c in (fields.get("a"), fields.get("b"), *fields.get("items", ()))
-            if c is not None)
+        parts = [c for c in (fields.get("a"), fields.get("b"), *fields.get("items", ()))
+                 if c is not None]
+        node.plain = kind not in (K_AND, K_NOT) and all(c.plain for c in parts)
+        # a repeat count or an intersection somewhere inside: what clamp may change (it
+        # keeps a star or a plus, and whatever holds neither)
+        node.counted = kind == K_AND or (
+            kind == K_REPEAT and (node.hi is not None or node.lo >= 2)) or any(
+            c.counted for c in parts)
         node.uid = _next_uid
         _next_uid += 1
         _by_uid.append(node)
@@ -514,6 +519,8 @@ def clamp(node: Node, limit: int) -> Node:
     one token scan, and an email address under ``maxLength`` scan as a plain
     email address.
     """
+    if not node.counted:
+        return node
     key = (node.uid, limit)
     uid = _clamped.get(key)
     if uid is not None:
