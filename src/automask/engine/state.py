@@ -119,13 +119,18 @@ class Runtime:
         (and, non-deterministically, also goes on if the lexer state can).
         """
         lexer = self.lexer
+        accepts = lexer.accepts
+        if not any(accepts[ls] for _, ls in moved):
+            # No lexeme can end here (most bytes): every thread goes on as it is, since a
+            # live lexer state that does not accept can always continue.
+            return moved, False
         threads: list[tuple[EarleySet, int]] = []
         completions: list[tuple[EarleySet, int]] = []
         accepting = False
         for origin, ls in moved:
             if lexer.can_continue(ls):
                 threads.append((origin, ls))
-            for lex in lexer.accepts[ls]:
+            for lex in accepts[ls]:
                 if lex in self.ignore:
                     # ignored text belongs to no item: go on from the same set
                     threads.append((origin, origin.lexer_start))
