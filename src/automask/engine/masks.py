@@ -320,11 +320,11 @@ class MaskComputer:
             for r in unsure.tolist():
                 inside[r] = lexer.walk(state, texts[r]) != 0
         out = []
-        for state, child in crossing:
+        for after, child in crossing:
             mine = counts[child.root_rows]
             lo, hi = counted.effective_bounds(mine, body.lo, body.hi)
             if (lo, hi) == (0, None):
-                out.append((state, child))  # the same object: its decisions are shared
+                out.append((after, child))  # the same object: its decisions are shared
                 continue
             keep = counted.in_bounds(mine, lo, hi)
             if keep.any():
@@ -333,7 +333,7 @@ class MaskComputer:
                 if sub is None:
                     sub = child.subset(keep)
                     shared.put(key, sub, sub.nbytes)
-                out.append((state, sub))
+                out.append((after, sub))
         return inside, out
 
     def _inside_rows(self, part: np.ndarray) -> np.ndarray:
