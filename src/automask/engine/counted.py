@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from automask.engine.lexer import byte_lut
 from automask.engine.tokens import RootTokens
 from automask.regex import nodes as rx
 
@@ -173,7 +174,7 @@ def body_counts(root: RootTokens, code: rx.Code) -> tuple[np.ndarray, np.ndarray
     """
     flat, offsets, lengths = root.flat, root.offsets, root.lengths
     data = flat[:-1]
-    identity = np.array([(code.identity >> b) & 1 for b in range(256)], dtype=bool)
+    identity = byte_lut(code.identity)
     starts = np.array([b in code.children[0] for b in range(256)], dtype=bool)
     lead = ((data & 0xC0) != 0x80).astype(np.int32)
     before = np.zeros(len(data) + 1, dtype=np.int32)

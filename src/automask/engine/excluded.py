@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from automask.engine.lexer import LexerDFA
+from automask.engine.lexer import LexerDFA, byte_lut
 from automask.engine.tokens import RootTokens, TokenSet
 from automask.regex import nodes as rx
 from automask.regex import utf8
@@ -61,7 +61,7 @@ def dying_rows(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
     whether it holds a byte that can begin the tail (see :func:`rows_holding`)."""
     trie, texts = root.trie, root.texts()
     dead = []
-    for node in np.flatnonzero(_lut(body.first)[trie.byte[1]]).tolist():
+    for node in np.flatnonzero(byte_lut(body.first)[trie.byte[1]]).tolist():
         lo, hi = int(trie.start[1][node]), int(trie.end[1][node])
         for r in (lo + np.flatnonzero(holding_tail[lo:hi])).tolist():
             if not lexer.walk(state, texts[r]):
@@ -74,7 +74,7 @@ def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: Excep
     """The plain body's crossing groups without the rows that close a left-out word
     (they die in ``state``). A group that loses no row is the same object, so its
     decisions stay shared with the plain body's."""
-    first_ok = _lut(body.first)
+    first_ok = byte_lut(body.first)
     texts = root.texts()
     out = []
     for after, child in crossing:
@@ -93,11 +93,7 @@ def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: Excep
     return out
 
 
-def _lut(bits: int) -> np.ndarray:
-    return np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
-
-
 def rows_holding(root: RootTokens, bits: int) -> np.ndarray:
     """Per root row: whether it holds one of the bytes in ``bits``."""
-    hit = _lut(bits)[root.flat[:-1]].astype(np.int8)
+    hit = byte_lut(bits)[root.flat[:-1]].astype(np.int8)
     return np.maximum.reduceat(hit, root.offsets).astype(bool)

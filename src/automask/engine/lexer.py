@@ -237,7 +237,7 @@ class LexerDFA:
         """For an accepting state: which next bytes can go on (in this lexeme or the next)."""
         lut = self._next_ok.get(sid)
         if lut is None:
-            lut = self._next_ok[sid] = _byte_lut(self.live_mask(sid) | self._ends_follow(sid))
+            lut = self._next_ok[sid] = byte_lut(self.live_mask(sid) | self._ends_follow(sid))
         return lut
 
     def follow_ok(self, sid: int) -> np.ndarray:
@@ -246,7 +246,7 @@ class LexerDFA:
         end at all (whitespace before more whitespace), so walks do not split there."""
         lut = self._follow_ok.get(sid)
         if lut is None:
-            lut = self._follow_ok[sid] = _byte_lut(self._ends_follow(sid))
+            lut = self._follow_ok[sid] = byte_lut(self._ends_follow(sid))
         return lut
 
     def _ends_follow(self, sid: int) -> int:
@@ -256,6 +256,6 @@ class LexerDFA:
         return bits
 
 
-def _byte_lut(bits: int) -> np.ndarray:
+def byte_lut(bits: int) -> np.ndarray:
     """A 256-entry bool table of a byte bitmask."""
     return np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
