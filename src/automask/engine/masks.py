@@ -17,6 +17,7 @@ All caches are bounded (oldest entries dropped first).
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 import numpy as np
 
@@ -68,6 +69,14 @@ class BoundedCache(dict):
         self[key] = value
         self._costs[key] = cost
         self.used += cost
+        return value
+
+    def made(self, key, make, cost):
+        """The value under ``key``, made by ``make()`` and kept (at ``cost(value)``) if absent."""
+        value = self.get(key)
+        if value is None:
+            value = make()
+            self.put(key, value, cost(value))
         return value
 
     def recent(self, key):
@@ -273,23 +282,19 @@ class MaskComputer:
         lexer, root = self.runtime.lexer, self.root
         part, crossing = self._shared_scan(root, lexer.single(lex, body.plain), finish, True,
                                            rx.FULL_BITS)
-        shared = _shared_scans(root)
-        key = ("rows holding", body.tail)
-        holding = shared.get(key)
-        if holding is None:
-            holding = shared.put(key, excluded.rows_holding(root, body.tail), root.n)
+        holding = _shared_scans(root).made(("rows holding", body.tail),
+                                           lambda: excluded.rows_holding(root, body.tail),
+                                           lambda found: found.nbytes)
         dead = excluded.dying_rows(root, lexer, state, body, holding)
         crossing = excluded.drop_closed_words(root, lexer, state, body, crossing)
         if not dead:
             return part, crossing, False
-        dead_rows = np.array(dead, dtype=np.int32)
         if part.dtype == np.int32:
-            part = part[~np.isin(part, dead_rows)]
+            part = part[~np.isin(part, dead)]
         else:
-            part = part.copy()
-            ids = root.ids_for_rows(dead_rows)
-            np.bitwise_and.at(part, ids >> 5, ~np.left_shift(np.uint32(1),
-                                                             (ids & 31).astype(np.uint32)))
+            gone = np.zeros(root.n, dtype=bool)
+            gone[dead] = True
+            part = part & ~root.pack_rows(gone)
         part.setflags(write=False)
         return part, crossing, True
 
@@ -303,12 +308,9 @@ class MaskComputer:
         part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded),
                                            self._pack_inside, True, follow)
         shared = _shared_scans(root)
-        counts_key = ("body counts", body.code.uid)
-        found = shared.get(counts_key)
-        if found is None:
-            found = counted.body_counts(root, body.code)
-            shared.put(counts_key, found, found[0].nbytes + found[1].nbytes)
-        counts, ended = found
+        counts, ended = shared.made(("body counts", body.code.uid),
+                                    lambda: counted.body_counts(root, body.code),
+                                    lambda found: found[0].nbytes + found[1].nbytes)
         inside = self._inside_rows(part)
         inside &= counted.in_bounds(counts, 0, body.hi) & (~ended | (counts >= body.lo))
         if body.slack and body.hi is not None:
@@ -328,11 +330,8 @@ class MaskComputer:
                 continue
             keep = counted.in_bounds(mine, lo, hi)
             if keep.any():
-                key = ("bounded child", child.uid, lo, hi)
-                sub = shared.get(key)
-                if sub is None:
-                    sub = child.subset(keep)
-                    shared.put(key, sub, sub.nbytes)
+                sub = shared.made(("bounded child", child.uid, lo, hi),
+                                  partial(child.subset, keep), lambda found: found.nbytes)
                 out.append((after, sub))
         return inside, out
 
