@@ -130,29 +130,24 @@ def text_except(words: Iterable[str]) -> rx.Node:
 
 @functools.lru_cache(maxsize=1024)
 def _text_except(words: tuple[str, ...]) -> rx.Node:
-    trie: dict = {}
-    for word in words:
-        node = trie
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[None] = {}  # a word ends here
     anything = rx.star(any_char())
-    if not trie:
+    if not words:
         return anything
 
-    def build(node: dict, suffixes: tuple[str, ...]) -> rx.Node:
-        kids = tuple(sorted(k for k in node if k is not None))
-        parts = [] if None in node else [rx.EPS]
+    def build(rest: tuple[str, ...]) -> rx.Node:
+        """The node of one trie position: ``rest`` are the words' remainders there."""
+        kids = tuple(sorted({w[0] for w in rest if w}))
+        parts = [] if "" in rest else [rx.EPS]
         others = _char_except(kids)
         if others is not rx.EMPTY:
             parts.append(rx.concat(others, anything))
-        parts.extend(rx.concat(literal_text(c), build(node[c], tuple(
-            w[1:] for w in suffixes if w[:1] == c))) for c in kids)
+        parts.extend(rx.concat(literal_text(c), build(tuple(w[1:] for w in rest if w[:1] == c)))
+                     for c in kids)
         out = rx.alt_of(parts)
-        _excluded.setdefault(out.uid, suffixes)
+        _excluded.setdefault(out.uid, rest)
         return out
 
-    return build(trie, words)
+    return build(words)
 
 
 # uid of a text_except node (or of one of its subtries) -> the words it leaves out
