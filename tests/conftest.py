@@ -68,6 +68,14 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def llama(shared_data):
+    """The real Llama-3.1 vocabulary (128k tokens), loaded once."""
+    from automask.vocab import Vocabulary
+
+    return Vocabulary.from_file(str(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json"))
+
+
+@pytest.fixture(scope="session")
 def training_corpus() -> list[str]:
     return list(TRAINING_CORPUS)
 

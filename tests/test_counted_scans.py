@@ -6,12 +6,9 @@ bounded lexeme itself. Checked on a tokenizer trained at test time and on the
 real Llama-3.1 one, with escapes, multi-byte characters and both bounds.
 """
 
-import json
-
-import numpy as np
 import pytest
+from mask_walks import assert_same_masks, masks_along
 
-from automask import Grammar, Matcher, Vocabulary, compile
 from automask.engine import counted, masks
 from automask.engine.compiled import root_tokens
 from automask.regex import nodes as rx
@@ -73,11 +70,6 @@ def test_bounded_bodies_are_recognized():
         rx.intersect(rx.repeat(utf8.any_char(), 0, 9), fixed), JSON_STRING_CODE), QUOTE)) is None
 
 
-@pytest.fixture(scope="module")
-def llama(shared_data):
-    return Vocabulary.from_file(str(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json"))
-
-
 def _check_counts(vocab, step):
     root = root_tokens(vocab)
     counts, ended = counted.body_counts(root, JSON_STRING_CODE)
@@ -113,21 +105,7 @@ def test_body_counts_llama(llama):
     _check_counts(llama, 5)
 
 
-def _masks(vocab) -> list[np.ndarray]:
-    matcher = Matcher(compile(Grammar.from_json_schema(SCHEMA), vocab))
-    out = []
-    for x in INSTANCES:
-        matcher.reset()
-        for token in vocab.encode(json.dumps(x, ensure_ascii=False)):
-            out.append(matcher.mask_words().copy())
-            assert matcher.accept_token(token), x
-        out.append(matcher.mask_words().copy())
-        assert matcher.is_accepting()
-    return out
-
-
 def _same_masks_both_ways(vocab, monkeypatch):
-    root = root_tokens(vocab)
     used = []
     real = masks.MaskComputer._bounded_scan
 
@@ -137,16 +115,10 @@ def _same_masks_both_ways(vocab, monkeypatch):
 
     monkeypatch.setattr(masks.MaskComputer, "_bounded_scan", spy)
     monkeypatch.setattr(masks, "MAX_UNSURE_ROWS", 1 << 30)  # check every row near a bound
-    root.shared_scans = None
-    derived = _masks(vocab)
+    derived = masks_along(vocab, SCHEMA, INSTANCES)
     assert len(used) >= 10
     monkeypatch.setattr(counted, "bounded_body", lambda node: None)
-    root.shared_scans = None
-    walked = _masks(vocab)
-    root.shared_scans = None
-    assert len(derived) == len(walked)
-    for step, (a, b) in enumerate(zip(derived, walked, strict=True)):
-        assert np.array_equal(a, b), f"mask {step} differs"
+    assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES))
 
 
 def test_bounded_scans_give_the_same_masks_tiny(tiny_bpe_vocab, monkeypatch):

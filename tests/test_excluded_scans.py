@@ -7,14 +7,11 @@ on the real Llama-3.1 one, with names that are prefixes of each other, the
 empty name, escapes and multi-byte characters.
 """
 
-import json
-
 import numpy as np
 import pytest
+from mask_walks import assert_same_masks, masks_along
 
-from automask import Grammar, Matcher, Vocabulary, compile
 from automask.engine import excluded, masks
-from automask.engine.compiled import root_tokens
 from automask.engine.tokens import scan
 from automask.regex import nodes as rx
 from automask.regex import utf8
@@ -52,26 +49,7 @@ def test_except_bodies_are_recognized():
     assert excluded.except_body(_body([""])).first & (1 << ord('"'))
 
 
-@pytest.fixture(scope="module")
-def llama(shared_data):
-    return Vocabulary.from_file(str(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json"))
-
-
-def _masks(vocab) -> list[np.ndarray]:
-    matcher = Matcher(compile(Grammar.from_json_schema(SCHEMA), vocab))
-    out = []
-    for x in INSTANCES:
-        matcher.reset()
-        for token in vocab.encode(json.dumps(x, ensure_ascii=False)):
-            out.append(matcher.mask_words().copy())
-            assert matcher.accept_token(token), x
-        out.append(matcher.mask_words().copy())
-        assert matcher.is_accepting()
-    return out
-
-
 def _same_masks_both_ways(vocab, monkeypatch):
-    root = root_tokens(vocab)
     used = []
     real = masks.MaskComputer._except_scan
 
@@ -85,16 +63,10 @@ def _same_masks_both_ways(vocab, monkeypatch):
         return part, crossing, own
 
     monkeypatch.setattr(masks.MaskComputer, "_except_scan", checked)
-    root.shared_scans = None
-    derived = _masks(vocab)
+    derived = masks_along(vocab, SCHEMA, INSTANCES)
     assert len(used) >= 5
     monkeypatch.setattr(excluded, "except_body", lambda node: None)
-    root.shared_scans = None
-    walked = _masks(vocab)
-    root.shared_scans = None
-    assert len(derived) == len(walked)
-    for step, (a, b) in enumerate(zip(derived, walked, strict=True)):
-        assert np.array_equal(a, b), f"mask {step} differs"
+    assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES))
 
 
 def _groups(root, crossing) -> dict[int, set[tuple[int, int]]]:

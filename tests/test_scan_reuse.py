@@ -6,14 +6,10 @@ is compared with the masks of the same grammar computed with borrowing
 turned off and the per-vocabulary scan cache emptied.
 """
 
-import json
-
-import numpy as np
 import pytest
+from mask_walks import assert_same_masks, masks_along
 
-from automask import Grammar, Matcher, Vocabulary, compile
 from automask.engine import masks
-from automask.engine.compiled import root_tokens
 
 pytestmark = pytest.mark.data
 
@@ -37,26 +33,7 @@ INSTANCES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def llama(shared_data):
-    return Vocabulary.from_file(str(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json"))
-
-
-def _masks(vocab, schema, texts) -> list[np.ndarray]:
-    matcher = Matcher(compile(Grammar.from_json_schema(schema), vocab))
-    out = []
-    for text in texts:
-        matcher.reset()
-        for token in vocab.encode(text):
-            out.append(matcher.mask_words().copy())
-            assert matcher.accept_token(token), text
-        out.append(matcher.mask_words().copy())
-    return out
-
-
 def test_borrowed_scans_give_the_same_masks(llama, monkeypatch):
-    texts = [json.dumps(x, ensure_ascii=False) for x in INSTANCES]
-    root = root_tokens(llama)
     borrowed = []
     real_reuse = masks.MaskComputer._reuse
 
@@ -66,14 +43,8 @@ def test_borrowed_scans_give_the_same_masks(llama, monkeypatch):
         return found
 
     monkeypatch.setattr(masks.MaskComputer, "_reuse", spy)
-    root.shared_scans = None
-    with_reuse = _masks(llama, SCHEMA, texts)
-    assert sum(borrowed) >= 3  # the "any other key" start, and inside keys and patterns
+    with_reuse = masks_along(llama, SCHEMA, INSTANCES)
+    assert sum(borrowed) >= 3  # inside keys and patterns
 
     monkeypatch.setattr(masks, "REUSE_MIN_ROWS", 10**9)
-    root.shared_scans = None
-    plain = _masks(llama, SCHEMA, texts)
-    root.shared_scans = None
-    assert len(with_reuse) == len(plain)
-    for step, (a, b) in enumerate(zip(with_reuse, plain, strict=True)):
-        assert np.array_equal(a, b), f"mask {step} differs"
+    assert_same_masks(with_reuse, masks_along(llama, SCHEMA, INSTANCES))
