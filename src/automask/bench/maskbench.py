@@ -24,6 +24,7 @@ import re
 import signal
 import threading
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -62,8 +63,12 @@ class SplitStats:
     crashes: int = 0
     tests: int = 0                 # instances walked (those of compiled schemas)
     tokens: int = 0
-    tbm_us: list[float] = field(default_factory=list)
-    ttfm_ms: list[float] = field(default_factory=list)
+    # Samples as arrays of doubles, not lists of floats: the collector does not walk them.
+    # A run holds millions; as lists, every full collection the engine under test sets
+    # off inside a timed step would walk the harness's own samples too (about 1 s each
+    # late in a whole-dev-set run), and a Python engine would be charged for it.
+    tbm_us: array = field(default_factory=lambda: array("d"))
+    ttfm_ms: array = field(default_factory=lambda: array("d"))
     error_keywords: Counter = field(default_factory=Counter)
 
     def add(self, r: SchemaResult) -> None:
@@ -89,10 +94,10 @@ class SplitStats:
             self.error_keywords["crash: " + (r.error or "?")] += 1
 
     def summary(self) -> dict:
-        def dist(xs: list[float]) -> dict:
+        def dist(xs: array) -> dict:
             if not xs:
                 return {}
-            a = np.asarray(xs)
+            a = np.frombuffer(xs, dtype=np.float64)
             return {"count": int(a.size), "mean": float(a.mean()),
                     "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
                     "max": float(a.max())}
@@ -118,7 +123,7 @@ class SchemaResult:
     ttfm_ms: float | None = None
     tests: int = 0
     tokens: int = 0
-    tbm_us: list[float] = field(default_factory=list)
+    tbm_us: array = field(default_factory=lambda: array("d"))  # see SplitStats
     failures: list[dict] = field(default_factory=list)  # failing instances (capped)
 
     def as_dict(self) -> dict:
@@ -257,7 +262,7 @@ def run_engine(engine: Engine, vocab, records: Iterable[dict], *, timeout_s: flo
     given, receives one :class:`SchemaResult` per schema, in order.
     """
     stats: dict[str, SplitStats] = {"total": SplitStats()}
-    encoded_cache: dict[str, list[int]] = {}
+    encoded_cache: dict[str, tuple[int, ...]] = {}  # tuples of ints: untracked
     bitmask = engine.allocate_bitmask()
     row = bitmask[0] if bitmask.ndim == 2 else bitmask
     for n, record in enumerate(records):
@@ -272,7 +277,7 @@ def run_engine(engine: Engine, vocab, records: Iterable[dict], *, timeout_s: flo
 
 
 def run_schema(engine: Engine, vocab, record: dict, bitmask, row,
-               encoded_cache: dict[str, list[int]], timeout_s: float | None) -> SchemaResult:
+               encoded_cache: dict[str, tuple[int, ...]], timeout_s: float | None) -> SchemaResult:
     """One schema under the protocol, with a time limit on compile plus every walk."""
     result = SchemaResult(record["id"], split_of(record["id"]))
     try:
@@ -317,7 +322,7 @@ def _run_schema(engine, vocab, record, bitmask, row, encoded_cache, result: Sche
         else:
             ids = encoded_cache.get(text)
             if ids is None:
-                ids = encoded_cache[text] = vocab.encode(text)
+                ids = encoded_cache[text] = tuple(vocab.encode(text))
             if not first:
                 seq = engine.new_sequence(compiled)
             first = False
@@ -337,7 +342,7 @@ def _run_schema(engine, vocab, record, bitmask, row, encoded_cache, result: Sche
         result.outcome = "validation"
 
 
-def _where(vocab, ids: list[int], position: int) -> dict[str, str]:
+def _where(vocab, ids: Sequence[int], position: int) -> dict[str, str]:
     """The text before the failing token (its last 60 characters) and the token itself."""
     try:
         before = vocab.decode_bytes(ids[:position]).decode("utf-8", "replace")[-60:]
@@ -348,7 +353,7 @@ def _where(vocab, ids: list[int], position: int) -> dict[str, str]:
     return {"before": before, "token": token}
 
 
-def _walk(seq, ids: list[int], bitmask, row, result: SchemaResult) -> tuple[bool, int, str]:
+def _walk(seq, ids: Sequence[int], bitmask, row, result: SchemaResult) -> tuple[bool, int, str]:
     """Mask, check, commit each token; returns (accepted, failing position, reason)."""
     tbm = result.tbm_us
     fill, accept = seq.fill, seq.accept
