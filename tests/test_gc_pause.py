@@ -4,6 +4,7 @@ collector the user had turned off."""
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 
 import pytest
@@ -74,3 +75,34 @@ def test_overlapping_threads():
     release.set()
     t.join()
     assert gc.isenabled()
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="untracking is CPython's")
+def test_regex_nodes_are_out_of_the_collectors_sight():
+    from automask.regex import nodes as rx
+
+    node = rx.concat(rx.literal(b'"k'), rx.alt(rx.literal(b"x"), rx.literal(b"yz")))
+    assert not gc.is_tracked(node) and not gc.is_tracked(node.b.items)
+    assert not gc.is_tracked(rx._intern) and not gc.is_tracked(rx._by_uid)
+    gc.collect()  # nothing they hold is freed: the nodes still work
+    assert rx.derive(rx.derive(node, ord('"')), ord("k")) is node.b.b
+
+
+def test_immortal_keeps_what_it_holds_alive():
+    from automask.gc_pause import immortal
+
+    holder = [[1, 2]]
+    immortal(holder)
+    gc.collect()
+    assert holder == [[1, 2]]
+
+
+def test_bench_samples_are_not_walked_by_the_collector():
+    from automask.bench.maskbench import SchemaResult, SplitStats
+
+    stats, result = SplitStats(), SchemaResult("x", "split")
+    result.tbm_us.extend([1.0, 2.0])
+    stats.add(result)
+    for samples in (stats.tbm_us, result.tbm_us):  # a collection does not walk the samples
+        assert not any(isinstance(x, float) for x in gc.get_referents(samples))
+    assert stats.summary()["tbm_us"]["mean"] == 1.5

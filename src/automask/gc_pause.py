@@ -1,4 +1,4 @@
-"""Pausing Python's cyclic garbage collector around bulk builds.
+"""Keeping Python's cyclic garbage collector's work down: pauses, and immortal objects.
 
 A schema compile allocates tens of thousands of long-lived objects (regex
 nodes, rules, members). Each time the young generations overflow, CPython may
@@ -9,11 +9,17 @@ Reference counting still frees everything that is not in a cycle.
 
 Nested and concurrent pauses share one counter: the collector comes back
 when the last one ends, and only if it was on when the first one began.
+
+Objects kept until the process ends (the interned regex nodes, millions in a
+long-lived server) can never be garbage, yet every full collection would walk
+them: :func:`immortal` takes them out of the collector's sight.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import sys
 import threading
 
 _lock = threading.Lock()
@@ -40,3 +46,30 @@ class paused_gc:
             _depth -= 1
             if _depth == 0 and _was_enabled:
                 gc.enable()
+
+
+def _untrack_function():
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    except AttributeError:
+        return None
+    untrack.argtypes = [ctypes.py_object]
+    untrack.restype = None
+    return untrack
+
+
+_untrack = _untrack_function()
+
+
+def immortal(obj: object) -> None:
+    """Stop the collector tracking ``obj``, which must stay referenced for good.
+
+    The collector only looks for garbage among the objects it tracks; one that
+    is never freed has no garbage to find through it, so walking it is pure
+    cost. Whatever ``obj`` refers to is still kept alive by reference counts.
+    (CPython's ``PyObject_GC_UnTrack``; elsewhere this does nothing.)
+    """
+    if _untrack is not None:
+        _untrack(obj)

@@ -47,15 +47,19 @@ class TokenSet:
         self.parent_rows = parent_rows
         self.n = len(offsets)
         self.maxlen = int(lengths.max()) if self.n else 0
-        self._texts: list[bytes] | None = None
+        self._texts: tuple[bytes, ...] | None = None
         self._canonical: tuple[TokenSet, np.ndarray] | None = None
 
-    def texts(self) -> list[bytes]:
-        """The rows as Python bytes (made once; for walking a few rows in Python)."""
+    def texts(self) -> tuple[bytes, ...]:
+        """The rows as Python bytes (made once; for walking a few rows in Python).
+
+        A tuple: once it holds only bytes the collector stops tracking it (a list
+        of a root set's 128k tokens would be walked by every full collection).
+        """
         if self._texts is None:
             flat = self.flat
-            self._texts = [flat[o: o + n].tobytes() for o, n in
-                           zip(self.offsets.tolist(), self.lengths.tolist(), strict=True)]
+            self._texts = tuple([flat[o: o + n].tobytes() for o, n in
+                                 zip(self.offsets.tolist(), self.lengths.tolist(), strict=True)])
         return self._texts
 
     def child(self, rows: np.ndarray, skip: np.ndarray) -> TokenSet:
@@ -113,7 +117,7 @@ def canonical_set(strings: tuple[bytes, ...]) -> TokenSet:
             np.cumsum(lengths[:-1], out=offsets[1:])
         flat = np.frombuffer(b"".join(strings) + b"\0", dtype=np.uint8)
         found = TokenSet(flat, offsets, lengths, np.arange(len(strings), dtype=np.int32), None)
-        found._texts = list(strings)
+        found._texts = strings
         if len(_canonical_sets) >= MAX_CANONICAL_SETS:
             _canonical_sets.clear()
         found = _canonical_sets.setdefault(strings, found)

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterable
 
 from automask.budget import check_time
+from automask.gc_pause import immortal
 
 FULL_BITS = (1 << 256) - 1
 
@@ -39,29 +40,32 @@ class Node:
     """An interned regular expression over bytes. Build with the functions below."""
 
     __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid", "plain",
-                 "counted", "_cuts", "_derivs", "__weakref__")
+                 "counted", "_cuts", "_derivs")
 
     def __repr__(self) -> str:
         return f"<Node {to_pattern(self)}>"
 
 
-_intern: dict[tuple, Node] = {}
-# Every node by uid. Derivative memos hold uids, not nodes: a dict of ints is not
-# tracked by the garbage collector, so its full collections skip millions of entries.
-_by_uid: list[Node] = []
+# Nodes live until the process ends, so the collector is kept from walking them: each
+# node and its members' tuple are immortal, the table maps a key (ints and strings,
+# made immortal too) to a uid, and derivative memos hold uids: a dict that holds no
+# tracked object stays untracked. Millions of nodes then cost full collections nothing.
+_intern: dict[tuple, int] = {}
+_by_uid: list[Node] = []  # every node by uid
+immortal(_by_uid)
 _lock = threading.Lock()
 _next_uid = 0
 
 
 def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
     global _next_uid
-    node = _intern.get(key)
-    if node is not None:
-        return node
+    uid = _intern.get(key)
+    if uid is not None:
+        return _by_uid[uid]
     with _lock:
-        node = _intern.get(key)
-        if node is not None:
-            return node
+        uid = _intern.get(key)
+        if uid is not None:
+            return _by_uid[uid]
         check_time()
         node = Node()
         node.kind = kind
@@ -85,7 +89,11 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         _by_uid.append(node)
         node._cuts = None
         node._derivs = {}
-        _intern[key] = node
+        immortal(node)
+        if node.items:
+            immortal(node.items)
+        immortal(key)
+        _intern[key] = node.uid
         return node
 
 
