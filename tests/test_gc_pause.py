@@ -88,11 +88,11 @@ def test_regex_nodes_are_out_of_the_collectors_sight():
     assert rx.derive(rx.derive(node, ord('"')), ord("k")) is node.b.b
 
 
-def test_immortal_keeps_what_it_holds_alive():
-    from automask.gc_pause import immortal
+def test_untracked_objects_keep_what_they_hold_alive():
+    from automask.gc_pause import untrack
 
     holder = [[1, 2]]
-    immortal(holder)
+    untrack(holder)
     gc.collect()
     assert holder == [[1, 2]]
 

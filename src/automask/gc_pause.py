@@ -1,4 +1,4 @@
-"""Keeping Python's cyclic garbage collector's work down: pauses, and immortal objects.
+"""Keeping Python's cyclic garbage collector's work down: pauses, and untracked objects.
 
 A schema compile allocates tens of thousands of long-lived objects (regex
 nodes, rules, members). Each time the young generations overflow, CPython may
@@ -10,9 +10,14 @@ Reference counting still frees everything that is not in a cycle.
 Nested and concurrent pauses share one counter: the collector comes back
 when the last one ends, and only if it was on when the first one began.
 
-Objects kept until the process ends (the interned regex nodes, millions in a
-long-lived server) can never be garbage, yet every full collection would walk
-them: :func:`immortal` takes them out of the collector's sight.
+The collector exists for reference cycles. An object in none (an Earley set,
+which refers only to older sets; a tuple of them) is freed by reference
+counting alone, and one kept until the process ends (the interned regex nodes,
+millions in a long-lived server) is never garbage at all; yet every collection
+walks each tracked object, and CPython runs a full collection each time the
+old generation has taken in a quarter of its size again, so every long-lived
+object tracked costs about four walks of itself. :func:`untrack` takes such
+objects out of the collector's sight.
 """
 
 from __future__ import annotations
@@ -63,12 +68,12 @@ def _untrack_function():
 _untrack = _untrack_function()
 
 
-def immortal(obj: object) -> None:
-    """Stop the collector tracking ``obj``, which must stay referenced for good.
+def untrack(obj: object) -> None:
+    """Stop the collector tracking ``obj``, which must be in no reference cycle (now or
+    later) or be kept for good: otherwise a cycle through it would never be freed.
 
-    The collector only looks for garbage among the objects it tracks; one that
-    is never freed has no garbage to find through it, so walking it is pure
-    cost. Whatever ``obj`` refers to is still kept alive by reference counts.
+    Whatever ``obj`` refers to stays alive by reference counts, and ``obj`` itself
+    is freed as usual when the last reference to it goes.
     (CPython's ``PyObject_GC_UnTrack``; elsewhere this does nothing.)
     """
     if _untrack is not None:

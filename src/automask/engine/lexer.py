@@ -22,6 +22,7 @@ import numpy as np
 
 from automask.budget import check_time
 from automask.errors import LimitExceeded
+from automask.gc_pause import untrack
 from automask.regex import nodes as rx
 
 DEAD = 0
@@ -84,7 +85,9 @@ class LexerDFA:
             if sid >= len(self.accepting):
                 self._grow()
             self.lexes.append(tuple(lex for lex, _ in members))
-            self.nodes.append(tuple(node for _, node in members))
+            nodes = tuple(node for _, node in members)
+            untrack(nodes)  # regex nodes refer to no lexer: in no cycle (see gc_pause)
+            self.nodes.append(nodes)
             acc = tuple(lex for lex, node in members if node.nullable)
             self.accepts.append(acc)
             self.accepting[sid] = bool(acc)

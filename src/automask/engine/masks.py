@@ -33,6 +33,7 @@ from automask.engine.tokens import (
     scan,
     scan_string,
 )
+from automask.gc_pause import untrack
 from automask.regex import nodes as rx
 
 SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
@@ -375,6 +376,7 @@ class MaskComputer:
         if config.accepting and len(self.eos_ids):
             ids = np.concatenate([ids, self.eos_ids])
         mask = Mask(tuple(dense), ids)
+        untrack(mask)  # arrays only: in no cycle (see gc_pause)
         return self._masks.put(config.uid, mask, mask.nbytes)
 
     def _decide(self, origin, state: int, child: TokenSet) -> np.ndarray | None:
@@ -448,7 +450,11 @@ def _threads(config: Config, split, capped: bool = False) -> tuple:
                 any_split = True
                 for one in parts:
                     out += (origin, one)
-        found = tuple(out) if any_split else config.threads  # nothing split: the same object
+        if any_split:
+            found = tuple(out)
+            untrack(found)  # as the threads (see Runtime.intern)
+        else:
+            found = config.threads  # nothing split: the same object
         if capped:
             config.parts_capped = found
         else:

@@ -16,6 +16,7 @@ from array import array
 from automask.engine.earley import EarleySet, Parser
 from automask.engine.lexer import DEAD as LEX_DEAD
 from automask.engine.lexer import LexerDFA
+from automask.gc_pause import untrack
 
 
 class Config:
@@ -82,8 +83,9 @@ class Runtime:
             c.uid = self._uid
             self._uid += 1
             c.threads = tuple(x for thread in threads for x in thread)
+            untrack(c.threads)  # sets and ints: in no cycle (see gc_pause)
             c.accepting = accepting
-            c.next = {}
+            c.next = None  # made on the first advance: most configurations never step
             c.live_bytes = -1
             c.parts = c.parts_capped = None  # the threads split per lexeme (engine.masks)
             self._configs[key] = c
@@ -97,7 +99,7 @@ class Runtime:
         configurations are kept.
         """
         for c in self._configs.values():
-            c.next.clear()
+            c.next = None
         self._configs = {k: c for k, c in self._configs.items()
                          if c is self.dead or c is getattr(self, "initial", None)}
         self._after.clear()
@@ -162,7 +164,10 @@ class Runtime:
         a sequence stops at, and interning each would cost a configuration,
         its threads and its transitions per byte, for the collector to walk.
         """
-        found = config.next.get(data)
+        memo = config.next
+        if memo is None:
+            memo = config.next = {}
+        found = memo.get(data)
         if found is not None:
             return found
         step = self.lexer.step
@@ -179,12 +184,13 @@ class Runtime:
             if not threads and not accepting:
                 break
         found = self.intern(threads, accepting) if threads or accepting else self.dead
-        config.next[data] = found
+        memo[data] = found
         return found
 
     def memoized(self, config: Config, data: bytes) -> Config | None:
         """:meth:`advance` if it is already memoized, else None (no work at all)."""
-        return config.next.get(data)
+        memo = config.next
+        return None if memo is None else memo.get(data)
 
     def live_bytes(self, config: Config) -> int:
         """Bitmask of the bytes that keep ``config`` alive."""

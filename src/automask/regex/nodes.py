@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterable
 
 from automask.budget import check_time
-from automask.gc_pause import immortal
+from automask.gc_pause import untrack
 
 FULL_BITS = (1 << 256) - 1
 
@@ -47,12 +47,12 @@ class Node:
 
 
 # Nodes live until the process ends, so the collector is kept from walking them: each
-# node and its members' tuple are immortal, the table maps a key (ints and strings,
-# made immortal too) to a uid, and derivative memos hold uids: a dict that holds no
+# node and its members' tuple are untracked, the table maps a key (ints and strings,
+# untracked too) to a uid, and derivative memos hold uids: a dict that holds no
 # tracked object stays untracked. Millions of nodes then cost full collections nothing.
 _intern: dict[tuple, int] = {}
 _by_uid: list[Node] = []  # every node by uid
-immortal(_by_uid)
+untrack(_by_uid)
 _lock = threading.Lock()
 _next_uid = 0
 
@@ -89,10 +89,10 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         _by_uid.append(node)
         node._cuts = None
         node._derivs = {}
-        immortal(node)
+        untrack(node)
         if node.items:
-            immortal(node.items)
-        immortal(key)
+            untrack(node.items)
+        untrack(key)
         _intern[key] = node.uid
         return node
 
