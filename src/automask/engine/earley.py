@@ -21,6 +21,7 @@ from array import array
 
 from automask.budget import check_time
 from automask.errors import LimitExceeded
+from automask.gc_pause import untrack
 from automask.grammar.ir import Grammar
 
 _ORIGIN_SHIFT = 32  # an item key: core | (origin uid + 1) << 32, origin 0 for "this set"
@@ -69,6 +70,38 @@ class ParserTables:
                         self.nullable[lhs] = True
                         changed = True
                         break
+        self._predictions: dict[int, tuple[dict[int, None], frozenset[int]]] = {}
+
+    def prediction(self, nt: int) -> tuple[dict[int, None], frozenset[int]]:
+        """What predicting ``nt`` adds to a set: its items (cores starting in that set,
+        closed under prediction and nullable advance) and the nonterminals predicted.
+
+        Items that start in the set under construction can only predict, advance
+        over nullables, or complete (which, for them, nullability already did),
+        so this closure depends on ``nt`` alone: computed once per grammar instead
+        of item by item in every set that predicts ``nt``.
+        """
+        found = self._predictions.get(nt)
+        if found is None:
+            next_symbol, nullable = self.next_symbol, self.nullable
+            cores: dict[int, None] = {}
+            nts = {nt}
+            agenda = list(self.initial_cores[nt])
+            while agenda:
+                core = agenda.pop()
+                if core in cores:
+                    continue
+                cores[core] = None
+                sym = next_symbol[core]
+                if sym is not None and sym < 0:
+                    other = -sym - 1
+                    if other not in nts:
+                        nts.add(other)
+                        agenda.extend(self.initial_cores[other])
+                    if nullable[other]:
+                        agenda.append(core + 1)
+            found = self._predictions[nt] = (cores, frozenset(nts))
+        return found
 
 
 def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
@@ -169,10 +202,10 @@ class EarleySet:
     """An interned set of Earley items; see the module docstring."""
 
     # ``waiting`` is one flat tuple (core, origin, core, origin, ...) of the items
-    # waiting on a symbol, grouped by symbol; ``by_symbol`` maps a symbol to its
-    # (start, stop) in it. One tuple per set, not one per symbol: a set lives as
-    # long as its grammar, and each tuple would be one more object for the
-    # garbage collector to walk (the spans hold ints only: it stops tracking them).
+    # waiting on a symbol, grouped by symbol (origin None: this set); ``by_symbol``
+    # maps a symbol to its span in it, ``start << 32 | stop``. One tuple per set,
+    # not one per symbol: each tuple would be one more object for the garbage
+    # collector to walk, and a dict of ints it never tracks at all.
     __slots__ = ("uid", "key", "by_symbol", "waiting", "lexemes", "accepting", "lexer_start",
                  "size")
 
@@ -198,7 +231,7 @@ class Parser:
 
     def _build(self, kernel: list[tuple[int, EarleySet | None]]) -> EarleySet:
         t = self.t
-        nxt_sym, initial_cores, nullable, lhs = t.next_symbol, t.initial_cores, t.nullable, t.lhs
+        nxt_sym, nullable, lhs, prediction = t.next_symbol, t.nullable, t.lhs, t.prediction
         # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set).
         items: dict[int, EarleySet | None] = {}
         agenda: list[tuple[int, EarleySet | None]] = []
@@ -223,14 +256,15 @@ class Parser:
                     span = origin.by_symbol.get(-(lhs[core] + 1))
                     if span is not None:
                         waiting = origin.waiting
-                        for i in range(span[0], span[1], 2):
-                            add(waiting[i] + 1, waiting[i + 1])
+                        for i in range(span >> 32, span & _CORE_BITS, 2):
+                            add(waiting[i] + 1, waiting[i + 1] or origin)
             elif sym < 0:
                 nt = -sym - 1
                 if nt not in predicted:
-                    predicted.add(nt)
-                    for c0 in initial_cores[nt]:
-                        add(c0, None)
+                    # its items start here: an int key each (the core), no origin to follow
+                    cores, nts = prediction(nt)
+                    predicted |= nts
+                    items.update(cores)
                 if nullable[nt]:
                     add(core + 1, origin)
             if len(items) > self.max_items:
@@ -261,15 +295,19 @@ class Parser:
                 core = k & _CORE_BITS
                 sym = nxt_sym[core]
                 origin = items[k]
-                by_symbol.setdefault(sym, []).extend((core, s if origin is None else origin))
+                by_symbol.setdefault(sym, []).extend((core, origin))
                 if sym >= 0:
                     lexemes.add(sym)
             waiting: list = []
             s.by_symbol = {}
             for sym, flat in by_symbol.items():
-                s.by_symbol[sym] = (len(waiting), len(waiting) + len(flat))
+                s.by_symbol[sym] = len(waiting) << 32 | (len(waiting) + len(flat))
                 waiting += flat
             s.waiting = tuple(waiting)
+            # It refers to older sets only (None stands for this one), so no cycle runs
+            # through a set: reference counts free it, and the collector need not look.
+            untrack(s.waiting)
+            untrack(s)
             if self.ignore and (lexemes or accepting):
                 lexemes.update(self.ignore)
             s.lexemes = tuple(sorted(lexemes))
@@ -292,8 +330,8 @@ class Parser:
             span = s.by_symbol.get(lex)
             if span is not None:
                 waiting = s.waiting
-                for i in range(span[0], span[1], 2):
-                    kernel.append((waiting[i] + 1, waiting[i + 1]))
+                for i in range(span >> 32, span & _CORE_BITS, 2):
+                    kernel.append((waiting[i] + 1, waiting[i + 1] or s))
         result = self._build(kernel)
         self._completions[key] = result
         return result
