@@ -25,7 +25,8 @@ class Config:
     ``threads`` is flat, ``(set, lexer state, set, lexer state, ...)``: one
     tuple where a tuple of pairs would be one object per thread more for the
     garbage collector to walk, for as long as the configuration lives.
-    Iterate it with :func:`pairs`.
+    Iterate it with :func:`pairs`. ``next`` memoizes transitions, byte string
+    to configuration uid (see :meth:`Runtime.advance`).
     """
 
     __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "parts", "parts_capped")
@@ -54,6 +55,9 @@ class Runtime:
         self.ignore = frozenset(parser.ignore)
         self.max_configs = max_configs
         self._configs: dict[tuple, Config] = {}
+        # Transition memos hold uids, not configurations: no configuration refers to
+        # another, so none is in a reference cycle and the collector need not track them.
+        self._by_uid: dict[int, Config] = {}
         self._after: dict[int, Config] = {}
         self._lock = threading.Lock()
         self._uid = 0
@@ -88,7 +92,9 @@ class Runtime:
             c.next = None  # made on the first advance: most configurations never step
             c.live_bytes = -1
             c.parts = c.parts_capped = None  # the threads split per lexeme (engine.masks)
+            untrack(c)
             self._configs[key] = c
+            self._by_uid[c.uid] = c
             return c
 
     def forget(self) -> None:
@@ -102,6 +108,7 @@ class Runtime:
             c.next = None
         self._configs = {k: c for k, c in self._configs.items()
                          if c is self.dead or c is getattr(self, "initial", None)}
+        self._by_uid = {c.uid: c for c in self._configs.values()}
         self._after.clear()
 
     def step(self, config: Config, byte: int) -> Config:
@@ -167,9 +174,11 @@ class Runtime:
         memo = config.next
         if memo is None:
             memo = config.next = {}
-        found = memo.get(data)
-        if found is not None:
-            return found
+        uid = memo.get(data)
+        if uid is not None:
+            found = self._by_uid.get(uid)  # None: forgotten since (see forget)
+            if found is not None:
+                return found
         step = self.lexer.step
         threads, accepting = list(pairs(config.threads)), config.accepting
         for byte in data:
@@ -184,13 +193,13 @@ class Runtime:
             if not threads and not accepting:
                 break
         found = self.intern(threads, accepting) if threads or accepting else self.dead
-        memo[data] = found
+        memo[data] = found.uid
         return found
 
     def memoized(self, config: Config, data: bytes) -> Config | None:
         """:meth:`advance` if it is already memoized, else None (no work at all)."""
-        memo = config.next
-        return None if memo is None else memo.get(data)
+        uid = None if config.next is None else config.next.get(data)
+        return None if uid is None else self._by_uid.get(uid)
 
     def live_bytes(self, config: Config) -> int:
         """Bitmask of the bytes that keep ``config`` alive."""
