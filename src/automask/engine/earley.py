@@ -70,9 +70,9 @@ class ParserTables:
                         self.nullable[lhs] = True
                         changed = True
                         break
-        self._predictions: dict[int, tuple[dict[int, None], frozenset[int]]] = {}
+        self._predictions: dict[int, tuple[dict[int, None], tuple[int, ...]]] = {}
 
-    def prediction(self, nt: int) -> tuple[dict[int, None], frozenset[int]]:
+    def prediction(self, nt: int) -> tuple[dict[int, None], tuple[int, ...]]:
         """What predicting ``nt`` adds to a set: its items (cores starting in that set,
         closed under prediction and nullable advance) and the nonterminals predicted.
 
@@ -100,7 +100,9 @@ class ParserTables:
                         agenda.extend(self.initial_cores[other])
                     if nullable[other]:
                         agenda.append(core + 1)
-            found = self._predictions[nt] = (cores, frozenset(nts))
+            found = (cores, tuple(nts))
+            untrack(found)  # ints only
+            self._predictions[nt] = found
         return found
 
 
@@ -263,7 +265,7 @@ class Parser:
                 if nt not in predicted:
                     # its items start here: an int key each (the core), no origin to follow
                     cores, nts = prediction(nt)
-                    predicted |= nts
+                    predicted.update(nts)
                     items.update(cores)
                 if nullable[nt]:
                     add(core + 1, origin)

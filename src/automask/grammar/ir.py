@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
-from automask.gc_pause import paused_gc
+from automask.gc_pause import paused_gc, untrack
 from automask.regex import nodes as rx
 
 # --------------------------------------------------------------------------- expressions
@@ -93,6 +93,9 @@ Symbol = str | int  # str: a rule (nonterminal); int: a lexeme index
 class Production:
     lhs: str
     rhs: tuple[Symbol, ...]
+
+    def __post_init__(self) -> None:
+        untrack(self)  # strings and ints: in no cycle, and a grammar holds thousands
 
 
 @dataclass(frozen=True)
