@@ -3,6 +3,9 @@
 * :func:`scan_string`: a lexeme state that matches one string (a key's name)
   is scanned along one path of the trie; compared with the breadth-first walk
   of the whole vocabulary on real and trained tokenizers.
+* :func:`scan_finite`: a lexeme state matching a few strings (an enum value)
+  is scanned over a canonical suffix set by bisection; compared with the
+  general walk of the same set, with FOLLOW pruning.
 * Child-set walks end a lexeme only where the next byte can start what may
   follow it; exact masks against the prefix oracle on every short token
   (a JSON object with flexible whitespace, where runs of spaces and newlines
@@ -17,7 +20,7 @@ import pytest
 from automask import Vocabulary
 from automask.engine.compiled import root_tokens
 from automask.engine.lexer import LexerDFA
-from automask.engine.tokens import scan, scan_string
+from automask.engine.tokens import canonical_set, scan, scan_finite, scan_string
 from automask.regex import nodes as rx
 from automask.schema.json_text import literal_string_node
 
@@ -64,6 +67,43 @@ def test_single_string_scan_matches_the_walk_on_llama(shared_data):
         a, b = _compare(vocab, node)
         inside, crossing = inside + a, crossing + b
     assert inside > 20 and crossing > 20  # prefixes and longer tokens both occur
+
+
+@pytest.mark.data
+def test_finite_scan_matches_the_walk_on_llama(llama):
+    # every distinct token as one sorted set: values followed by ',' or '}' occur in it
+    suffixes = canonical_set(tuple(sorted({llama.token_bytes(i) for i in range(llama.size)}
+                                          - {b""})))
+    comma, brace = rx.literal(b","), rx.literal(b"}")
+    enums = [
+        rx.alt(*(literal_string_node(v) for v in ("red", "green", "re", "blue"))),
+        rx.alt(literal_string_node("a"), rx.literal(b"true"), rx.literal(b"null")),
+        literal_string_node("description"),
+        rx.concat(literal_string_node("id"), rx.literal(b":")),
+        rx.alt(rx.literal(b"1"), rx.literal(b"12"), rx.literal(b"123")),  # prefixes of each other
+        rx.alt(rx.literal(b'"'), rx.literal(b'"]')),  # '",' '"},' '"],' are tokens
+    ]
+    crossing = 0
+    for node in enums:
+        strings = rx.finite_strings(node)
+        assert strings is not None
+        for follow in ([{1}, None, None], [{1, 2}, None, None]):  # what may follow: "," or ",}"
+            lexer = LexerDFA((node, comma, brace), follow=follow)
+            state = lexer.single(0, node)
+            inside_a, crossing_a = scan_finite(suffixes, lexer, state, strings)
+            inside_b, crossing_b = scan(suffixes, lexer, state)
+            assert np.array_equal(inside_a, inside_b), strings
+            assert _groups(crossing_a) == _groups(crossing_b), strings
+            crossing += sum(c.n for _, c in crossing_a)
+    assert crossing > 20  # suffixes going on past a value occur
+
+
+def test_finite_strings():
+    assert rx.finite_strings(rx.alt(rx.literal(b"ab"), rx.literal(b"a"))) == (b"a", b"ab")
+    assert rx.finite_strings(rx.concat(rx.byte_range(97, 98), rx.literal(b"!"))) == (b"a!", b"b!")
+    assert rx.finite_strings(rx.star(rx.literal(b"a"))) is None
+    assert rx.finite_strings(rx.byte_range(0, 255)) is None  # 256 strings: over the limit
+    assert rx.finite_strings(rx.byte_range(0, 255), limit=256) is not None
 
 
 def test_single_string_is_none_for_other_languages():

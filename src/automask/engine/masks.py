@@ -31,6 +31,7 @@ from automask.engine.tokens import (
     pack_bool,
     prune_crossing,
     scan,
+    scan_finite,
     scan_string,
 )
 from automask.gc_pause import untrack
@@ -236,6 +237,10 @@ class MaskComputer:
             part, crossing, own_part = self._except_scan(lex, state, other, finish)
         elif root and (text := rx.single_string(node, tokens.maxlen)) is not None:
             inside, crossing = scan_string(tokens, lexer, state, text)  # a key's name
+            part = finish(inside)
+        elif (not root and tokens.parent_rows is None  # a canonical set: sorted, distinct
+              and (strings := rx.finite_strings(node)) is not None):
+            inside, crossing = scan_finite(tokens, lexer, state, strings)
             part = finish(inside)
         else:
             reuse = self._reuse(state, finish) if borrow and root else None

@@ -22,6 +22,7 @@ byte column at a time (only the tokens still alive take part), and returns
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_left
 from typing import NamedTuple
 
 import numpy as np
@@ -375,6 +376,48 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
         end = lexer.step(end, byte)
     rows = np.arange(first, last, dtype=np.int32)
     return inside, [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))]
+
+
+def scan_finite(tokens: TokenSet, lexer: LexerDFA, start: int, strings: tuple[bytes, ...]
+                ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+    """:func:`scan` of a sorted, distinct set (a canonical set) for a one-lexeme state
+    whose lexeme matches just ``strings`` (an enum value, a key): by bisection.
+
+    The inside rows are the prefixes of a string; a crossing row starts with a
+    string and goes on with a byte that can follow the lexeme (the shortest such
+    string: the first end a walk would meet). Rows sharing a prefix are one
+    range of a sorted set, so nothing else is looked at.
+    """
+    texts, n = tokens.texts(), tokens.n
+    inside = np.zeros(n, dtype=bool)
+    for text in strings:
+        for k in range(1, len(text) + 1):
+            i = bisect_left(texts, text[:k])
+            if i < n and texts[i] == text[:k]:
+                inside[i] = True
+    taken: set[int] = set()
+    groups: dict[int, list[tuple[list[int], int]]] = {}
+    for text in sorted(strings, key=len):
+        if not text:
+            continue  # a walk looks for ends after a token's first byte
+        end = lexer.walk(start, text)
+        ok = lexer.follow_ok(end)
+        rows, size = [], len(text)
+        i = bisect_left(texts, text)
+        while i < n and texts[i].startswith(text):
+            row = texts[i]
+            if len(row) > size and not inside[i] and i not in taken and ok[row[size]]:
+                rows.append(i)
+                taken.add(i)
+            i += 1
+        if rows:
+            groups.setdefault(end, []).append((rows, size))
+    crossing = []
+    for state, parts in groups.items():
+        rows = np.array([r for part, _ in parts for r in part], dtype=np.int32)
+        skip = np.array([k for part, k in parts for _ in part], dtype=np.int32)
+        crossing.append((state, tokens.child(rows, skip)))
+    return inside, crossing
 
 
 def prune_crossing(child: TokenSet, ok: np.ndarray) -> TokenSet | None:

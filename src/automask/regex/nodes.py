@@ -21,6 +21,7 @@ derivative), so materializing a DFA row costs one derivative per class, not
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable
 
@@ -795,6 +796,66 @@ def _fixed(node: Node) -> bytes | None:
 
 _single: dict[int, bytes | None] = {}
 _UNKNOWN = object()
+
+
+FINITE_CAP = 256  # finite_strings reads languages of at most this many strings
+
+
+def finite_strings(node: Node, limit: int = 64) -> tuple[bytes, ...] | None:
+    """The strings ``node`` matches, sorted, when read off its structure they are at
+    most ``limit`` (up to FINITE_CAP: an enum value, a key, a keyword), else None.
+    Memoized per node."""
+    found = _finite.get(node.uid, _UNKNOWN)
+    if found is _UNKNOWN:
+        strings = _finite_set(node, FINITE_CAP)
+        found = None if strings is None else tuple(sorted(strings))
+        if len(_finite) < 1_000_000:
+            _finite[node.uid] = found
+    return found if found is None or len(found) <= limit else None
+
+
+def _finite_set(node: Node, limit: int) -> set[bytes] | None:
+    k = node.kind
+    if k == K_EPS:
+        return {b""}
+    if k == K_BYTES:
+        if node.bits.bit_count() > limit:
+            return None
+        return {bytes((b,)) for b in range(node.bits.bit_length()) if node.bits >> b & 1}
+    if k == K_CONCAT:
+        head = finite_strings(node.a, limit)
+        tail = finite_strings(node.b, limit) if head is not None else None
+        if tail is None or len(head) * len(tail) > limit:
+            return None
+        return {x + y for x in head for y in tail}
+    if k == K_ALT:
+        out: set[bytes] = set()
+        for member in node.items:
+            more = finite_strings(member, limit)
+            if more is None:
+                return None
+            out.update(more)
+            if len(out) > limit:
+                return None
+        return out
+    if k == K_ENC and node.hi == 0:  # not inside a spelling
+        texts = finite_strings(node.a, limit)
+        if texts is None:
+            return None
+        words = _codes[node.lo].words
+        out = set()
+        for text in texts:
+            spellings = [words.get(c, ()) for c in text]
+            if sum(len(w) != 1 for w in spellings) > 1 or not all(spellings):
+                return None  # a few spellings for one character at most (or no spelling)
+            out.update(b"".join(parts) for parts in itertools.product(*spellings))
+            if len(out) > limit:
+                return None
+        return out
+    return None
+
+
+_finite: dict[int, tuple[bytes, ...] | None] = {}
 
 
 def first_bytes(node: Node) -> int:
