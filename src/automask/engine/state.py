@@ -171,14 +171,9 @@ class Runtime:
         a sequence stops at, and interning each would cost a configuration,
         its threads and its transitions per byte, for the collector to walk.
         """
-        memo = config.next
-        if memo is None:
-            memo = config.next = {}
-        uid = memo.get(data)
-        if uid is not None:
-            found = self._by_uid.get(uid)  # None: forgotten since (see forget)
-            if found is not None:
-                return found
+        found = self.memoized(config, data)
+        if found is not None:
+            return found
         step = self.lexer.step
         threads, accepting = list(pairs(config.threads)), config.accepting
         for byte in data:
@@ -193,11 +188,14 @@ class Runtime:
             if not threads and not accepting:
                 break
         found = self.intern(threads, accepting) if threads or accepting else self.dead
-        memo[data] = found.uid
+        if config.next is None:
+            config.next = {}
+        config.next[data] = found.uid
         return found
 
     def memoized(self, config: Config, data: bytes) -> Config | None:
-        """:meth:`advance` if it is already memoized, else None (no work at all)."""
+        """:meth:`advance` if it is already memoized, else None (no work at all; also
+        None for a memo naming a configuration :meth:`forget` has dropped since)."""
         uid = None if config.next is None else config.next.get(data)
         return None if uid is None else self._by_uid.get(uid)
 

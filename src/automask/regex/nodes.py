@@ -758,44 +758,12 @@ _continues: dict[int, bool] = {}
 
 def single_string(node: Node, limit: int = 256) -> bytes | None:
     """The one string ``node`` matches, or None: a key's name is one, and a token
-    scan of it is a walk along one path of the vocabulary's trie.
-
-    Read off the node's structure (bytes, concatenations, encodings with one
-    spelling per byte), memoized per node: a node built otherwise that still
-    matches one string is simply not recognized. Strings over ``limit`` bytes
+    scan of it is a walk along one path of the vocabulary's trie. Read off the
+    node's structure (see :func:`finite_strings`); strings over ``limit`` bytes
     count as None.
     """
-    found = _single.get(node.uid, _UNKNOWN)
-    if found is _UNKNOWN:
-        found = _fixed(node)
-        if len(_single) < 1_000_000:
-            _single[node.uid] = found
-    return found if found is None or len(found) <= limit else None
-
-
-def _fixed(node: Node) -> bytes | None:
-    k = node.kind
-    if k == K_EPS:
-        return b""
-    if k == K_BYTES:
-        return bytes([node.bits.bit_length() - 1]) if node.bits & (node.bits - 1) == 0 else None
-    if k == K_CONCAT:
-        a = single_string(node.a, 1 << 30)
-        b = single_string(node.b, 1 << 30) if a is not None else None
-        return None if b is None else a + b
-    if k == K_ENC and node.hi == 0:  # not inside a spelling
-        text = single_string(node.a, 1 << 30)
-        if text is None:
-            return None
-        words = _codes[node.lo].words
-        if any(len(words.get(c, ())) != 1 for c in set(text)):
-            return None
-        return b"".join(words[c][0] for c in text)
-    return None
-
-
-_single: dict[int, bytes | None] = {}
-_UNKNOWN = object()
+    found = finite_strings(node, 1)
+    return found[0] if found is not None and len(found[0]) <= limit else None
 
 
 FINITE_CAP = 256  # finite_strings reads languages of at most this many strings
@@ -804,7 +772,11 @@ FINITE_CAP = 256  # finite_strings reads languages of at most this many strings
 def finite_strings(node: Node, limit: int = 64) -> tuple[bytes, ...] | None:
     """The strings ``node`` matches, sorted, when read off its structure they are at
     most ``limit`` (up to FINITE_CAP: an enum value, a key, a keyword), else None.
-    Memoized per node."""
+
+    Bytes, concatenations, alternations and encodings of such strings (each
+    character spelled one way, but for one); a node built otherwise that still
+    matches few strings is simply not recognized. Memoized per node.
+    """
     found = _finite.get(node.uid, _UNKNOWN)
     if found is _UNKNOWN:
         strings = _finite_set(node, FINITE_CAP)
@@ -856,6 +828,7 @@ def _finite_set(node: Node, limit: int) -> set[bytes] | None:
 
 
 _finite: dict[int, tuple[bytes, ...] | None] = {}
+_UNKNOWN = object()
 
 
 def first_bytes(node: Node) -> int:
