@@ -184,7 +184,7 @@ class LexerDFA:
         """``table[states, data]``, computing the transitions not known yet."""
         out = self.table[states, data]
         unknown = out == UNKNOWN
-        if unknown.any():
+        if np.count_nonzero(unknown):
             pairs = np.unique((states[unknown].astype(np.int64) << 8) | data[unknown])
             for pair in pairs.tolist():
                 self.transition(pair >> 8, pair & 255)
@@ -260,5 +260,14 @@ class LexerDFA:
 
 
 def byte_lut(bits: int) -> np.ndarray:
-    """A 256-entry bool table of a byte bitmask."""
-    return np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
+    """A 256-entry bool table of a byte bitmask (shared: read-only, and few bitmasks recur)."""
+    lut = _luts.get(bits)
+    if lut is None:
+        lut = np.array([(bits >> b) & 1 for b in range(256)], dtype=bool)
+        lut.setflags(write=False)
+        if len(_luts) < 10_000:
+            _luts[bits] = lut
+    return lut
+
+
+_luts: dict[int, np.ndarray] = {}

@@ -90,8 +90,9 @@ class Matcher:
         if not data:
             return None
         after = self._runtime.memoized(config, data)
-        if after is None:
-            with time_budget(self.compiled.limits.max_mask_seconds, "accepting a token"):
+        if after is None:  # a new transition: interned objects, no garbage (as for masks)
+            with paused_gc(), time_budget(self.compiled.limits.max_mask_seconds,
+                                          "accepting a token"):
                 after = self._runtime.advance(config, data)
         return None if after is self._runtime.dead else after
 

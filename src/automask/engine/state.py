@@ -174,14 +174,26 @@ class Runtime:
         found = self.memoized(config, data)
         if found is not None:
             return found
-        step = self.lexer.step
+        lexer = self.lexer
+        step, rows, accepts, transition = lexer.step, lexer.rows, lexer.accepts, lexer.transition
         threads, accepting = list(pairs(config.threads)), config.accepting
-        for byte in data:
-            moved = []
-            for origin, ls in threads:
-                ls2 = step(ls, byte)
-                if ls2 != LEX_DEAD:
-                    moved.append((origin, ls2))
+        i, n = 0, len(data)
+        while i < n:
+            if len(threads) == 1:
+                # One thread (most steps): the lexer alone moves until a lexeme may end.
+                origin, ls = threads[0]
+                while i < n:
+                    row = rows[ls]
+                    ls = row[data[i]] if row is not None else transition(ls, data[i])
+                    i += 1
+                    if ls == LEX_DEAD or accepts[ls]:
+                        break
+                moved = [(origin, ls)] if ls != LEX_DEAD else []
+            else:
+                byte = data[i]
+                i += 1
+                moved = [(origin, ls2) for origin, ls in threads
+                         if (ls2 := step(ls, byte)) != LEX_DEAD]
             threads, accepting = self._resolved(moved)
             if len(threads) > 1:
                 threads = list(dict.fromkeys(threads))

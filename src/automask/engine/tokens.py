@@ -341,7 +341,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
         skip = np.concatenate([np.broadcast_to(np.asarray(k, dtype=np.int32), len(r))
                                for r, k in parts])
         needed = ~inside[rows]  # consumed inside the lexeme anyway: allowed already
-        if needed.any():
+        if np.count_nonzero(needed):
             crossing.append((state, tokens.child(rows[needed], skip[needed])))
     return inside, crossing
 
@@ -424,9 +424,10 @@ def prune_crossing(child: TokenSet, ok: np.ndarray) -> TokenSet | None:
     """The rows of a crossing group whose next byte ``ok`` admits (None if none does;
     ``child`` itself if all do): :func:`scan` with pruning, read off one without."""
     keep = ok[child.flat[child.offsets]]
-    if keep.all():
+    kept = np.count_nonzero(keep)
+    if kept == child.n:
         return child
-    return child.subset(keep) if keep.any() else None
+    return child.subset(keep) if kept else None
 
 
 Groups = dict[int, list[tuple[np.ndarray, int | np.ndarray]]]  # state -> (rows, bytes skipped)

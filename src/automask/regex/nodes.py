@@ -168,9 +168,13 @@ def alt_of(parts: Iterable[Node]) -> Node:
         return EMPTY
     if len(members) == 1:
         return next(iter(members.values()))
-    items = tuple(members[k] for k in sorted(members))
-    return _make(("alt",) + tuple(k for k in sorted(members)), K_ALT,
-                 any(m.nullable for m in items), items=items)
+    uids = sorted(members)
+    key = ("alt", *uids)
+    uid = _intern.get(key)  # most alternations are met again: skip what _make would redo
+    if uid is not None:
+        return _by_uid[uid]
+    items = tuple(members[k] for k in uids)
+    return _make(key, K_ALT, any(m.nullable for m in items), items=items)
 
 
 def repeat(a: Node, lo: int, hi: int | None) -> Node:
