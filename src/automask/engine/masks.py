@@ -228,6 +228,8 @@ class MaskComputer:
         hit = shared.recent(key)
         if hit is not None:
             part, by_node = hit
+            if not by_node:  # most keys and punctuation: nothing crosses
+                return hit
             return part, tuple((lexer.single(lex, n), child) for n, child in by_node)
         state = lexer.single(lex, node)
         body = counted.bounded_body(node) if root else None
@@ -408,14 +410,19 @@ class MaskComputer:
         if found is not None:
             return found
         check_time()
-        result = np.zeros(tokens.n, dtype=bool)
+        result = None
         for origin, ls in pairs(_threads(config, self.runtime.lexer.split, capped=True)):
             inside, crossing = self.sub_scan(tokens, ls)
-            result |= inside
+            if result is None:
+                result = inside.copy()
+            else:
+                result |= inside
             for state, child in crossing:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:
                     result[child.parent_rows[allowed]] = True
+        if result is None:  # no thread (a configuration that only accepts)
+            result = np.zeros(tokens.n, dtype=bool)
         self._sub.put(key, result, result.nbytes + 150)
         return result
 

@@ -129,7 +129,8 @@ class Runtime:
         """
         lexer = self.lexer
         accepts = lexer.accepts
-        if not any(accepts[ls] for _, ls in moved):
+        if (not accepts[moved[0][1]] if len(moved) == 1
+                else not any(accepts[ls] for _, ls in moved)):
             # No lexeme can end here (most bytes): every thread goes on as it is, since a
             # live lexer state that does not accept can always continue.
             return moved, False

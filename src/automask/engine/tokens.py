@@ -36,7 +36,7 @@ class TokenSet:
     """Byte strings sharing one flat buffer; ``root_rows`` maps rows to the root set."""
 
     __slots__ = ("uid", "flat", "offsets", "lengths", "root_rows", "parent_rows", "n", "maxlen",
-                 "_texts", "_canonical")
+                 "nbytes", "_texts", "_canonical")
 
     def __init__(self, flat: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
                  root_rows: np.ndarray, parent_rows: np.ndarray | None):
@@ -48,6 +48,9 @@ class TokenSet:
         self.parent_rows = parent_rows
         self.n = len(offsets)
         self.maxlen = int(lengths.max()) if self.n else 0
+        #: memory held (cache budgets add it up for every scan they keep)
+        self.nbytes = (offsets.nbytes + lengths.nbytes + root_rows.nbytes
+                       + (0 if parent_rows is None else parent_rows.nbytes) + 120)
         self._texts: tuple[bytes, ...] | None = None
         self._canonical: tuple[TokenSet, np.ndarray] | None = None
 
@@ -92,11 +95,6 @@ class TokenSet:
             index = np.fromiter((position[t] for t in texts), dtype=np.int64, count=self.n)
             found = self._canonical = (canonical_set(tuple(distinct)), index)
         return found
-
-    @property
-    def nbytes(self) -> int:
-        return (self.offsets.nbytes + self.lengths.nbytes + self.root_rows.nbytes
-                + (0 if self.parent_rows is None else self.parent_rows.nbytes) + 120)
 
     def row_bytes(self, row: int) -> bytes:
         o = int(self.offsets[row])
