@@ -66,3 +66,26 @@ def test_mask_past_its_limit_raises_and_leaves_the_grammar_usable(tiny_bpe_vocab
     text = b'{"email": "a@b.co"}'
     for m in (Matcher(strict), Matcher(fresh)):
         assert m.accept_bytes(text) and m.is_accepting()
+
+
+def test_budget_holds_while_other_threads_check_too():
+    """The clock-read countdown is shared by all threads: a thread with no budget
+    checking all the time must not keep a budgeted thread from ever reading its clock."""
+    import threading
+
+    stop = threading.Event()
+
+    def other():  # checks with no budget of its own, as fast as it can
+        while not stop.is_set():
+            check_time()
+
+    helper = threading.Thread(target=other)
+    helper.start()
+    try:
+        with time_budget(0.02, "the busy thread"), pytest.raises(LimitExceeded):
+            end = time.thread_time() + 5.0
+            while time.thread_time() < end:
+                check_time()
+    finally:
+        stop.set()
+        helper.join()
