@@ -1,0 +1,42 @@
+"""A cached mask's sparse part is packed two ways (plain Python for a few ids, NumPy
+for many); both must write exactly the bits of their ids, over a dense part or not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from automask.engine.masks import SMALL_MASK_IDS, Mask
+from automask.engine.tokens import pack_bool
+
+VOCAB = 4_000
+
+
+def _reference(ids: np.ndarray, dense: tuple[np.ndarray, ...]) -> np.ndarray:
+    allowed = np.zeros(VOCAB, dtype=bool)
+    allowed[ids] = True
+    out = pack_bool(allowed)
+    for part in dense:
+        out |= part
+    return out
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, SMALL_MASK_IDS - 1, SMALL_MASK_IDS,
+                                   SMALL_MASK_IDS + 1, 600])
+@pytest.mark.parametrize("with_dense", [False, True])
+def test_both_packings_write_exactly_their_ids(count, with_dense):
+    rng = np.random.default_rng(count * 2 + with_dense)
+    ids = rng.integers(0, VOCAB, size=count)  # unsorted, with repeats
+    if count >= 4:
+        ids[:3] = [31, 32, VOCAB - 1]  # the last bit of a word, the first of the next, the end
+        ids[-1] = ids[0]  # a repeat for certain
+    dense = ()
+    if with_dense:
+        bits = rng.random(VOCAB) < 0.3
+        dense = (pack_bool(bits),)
+    mask = Mask(dense, ids)
+    out = np.full((VOCAB + 31) // 32, 0xDEADBEEF, dtype=np.uint32)  # stale words
+    mask.write(out)
+    assert np.array_equal(out, _reference(ids, dense))
+    assert mask.empty == (not count and not with_dense)
+    assert np.all(np.diff(mask.word_idx) > 0)  # distinct words, sorted
