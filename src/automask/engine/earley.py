@@ -292,14 +292,10 @@ class Parser:
             s.accepting = accepting
             s.size = len(items)
             by_symbol: dict[int, list] = {}
-            lexemes = set()
             for k in live:
                 core = k & _CORE_BITS
-                sym = nxt_sym[core]
-                origin = items[k]
-                by_symbol.setdefault(sym, []).extend((core, origin))
-                if sym >= 0:
-                    lexemes.add(sym)
+                by_symbol.setdefault(nxt_sym[core], []).extend((core, items[k]))
+            lexemes = {sym for sym in by_symbol if sym >= 0}
             waiting: list = []
             s.by_symbol = {}
             for sym, flat in by_symbol.items():

@@ -199,8 +199,10 @@ class LexerDFA:
 
     def walk(self, sid: int, data: bytes) -> int:
         """The state after every byte of ``data`` (DEAD once a byte kills it)."""
-        for byte in data:
-            sid = self.step(sid, byte)
+        rows = self.rows
+        for byte in data:  # step(), inlined: this runs for every byte of many suffixes
+            row = rows[sid]
+            sid = row[byte] if row is not None else self.transition(sid, byte)
             if not sid:
                 return DEAD
         return sid
