@@ -199,13 +199,26 @@ class LexerDFA:
 
     def walk(self, sid: int, data: bytes) -> int:
         """The state after every byte of ``data`` (DEAD once a byte kills it)."""
-        rows = self.rows
-        for byte in data:  # step(), inlined: this runs for every byte of many suffixes
-            row = rows[sid]
-            sid = row[byte] if row is not None else self.transition(sid, byte)
-            if not sid:
-                return DEAD
+        i, n = 0, len(data)
+        while i < n and sid:
+            sid, i = self.walk_to_end(sid, data, i)
         return sid
+
+    def walk_to_end(self, sid: int, data: bytes, i: int = 0) -> tuple[int, int]:
+        """Step ``sid`` over ``data[i:]`` until a lexeme may end there, the state dies or
+        the data runs out; returns the state and the index of the next byte.
+
+        Stepping is inlined (no :meth:`step` call per byte): token commits and
+        suffix scans run it for every byte of every new transition.
+        """
+        rows, accepts, n = self.rows, self.accepts, len(data)
+        while i < n:
+            row = rows[sid]
+            sid = row[data[i]] if row is not None else self.transition(sid, data[i])
+            i += 1
+            if sid == DEAD or accepts[sid]:
+                break
+        return sid, i
 
     def can_continue(self, sid: int) -> bool:
         """Whether some byte keeps ``sid`` alive (asked of its members' nodes: shared)."""

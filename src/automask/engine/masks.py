@@ -410,19 +410,14 @@ class MaskComputer:
         if found is not None:
             return found
         check_time()
-        result = None
+        result = np.zeros(tokens.n, dtype=bool)
         for origin, ls in pairs(_threads(config, self.runtime.lexer.split, capped=True)):
             inside, crossing = self.sub_scan(tokens, ls)
-            if result is None:
-                result = inside.copy()
-            else:
-                result |= inside
+            result |= inside
             for state, child in crossing:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:
                     result[child.parent_rows[allowed]] = True
-        if result is None:  # no thread (a configuration that only accepts)
-            result = np.zeros(tokens.n, dtype=bool)
         self._sub.put(key, result, result.nbytes + 150)
         return result
 

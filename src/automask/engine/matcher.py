@@ -89,12 +89,16 @@ class Matcher:
         data = self._tokens[token_id]
         if not data:
             return None
-        after = self._runtime.memoized(config, data)
-        if after is None:  # a new transition: interned objects, no garbage (as for masks)
-            with paused_gc(), time_budget(self.compiled.limits.max_mask_seconds,
-                                          "accepting a token"):
-                after = self._runtime.advance(config, data)
+        after = self._runtime.memoized(config, data)  # the common case: no budget to set up
+        if after is None:
+            after = self._advance(config, data, "accepting a token")
         return None if after is self._runtime.dead else after
+
+    def _advance(self, config: Config, data: bytes, what: str) -> Config:
+        """:meth:`Runtime.advance` under the mask time limit, with the collector paused
+        as for a mask: it makes interned objects only, no garbage."""
+        with paused_gc(), time_budget(self.compiled.limits.max_mask_seconds, what):
+            return self._runtime.advance(config, data)
 
     def accept_token(self, token_id: int) -> bool:
         """Advance on an allowed token; return False (state unchanged) otherwise."""
@@ -118,8 +122,7 @@ class Matcher:
         """Advance by raw bytes as one step (rollback counts it as one token)."""
         if self._terminated[-1]:
             return False
-        with time_budget(self.compiled.limits.max_mask_seconds, "accepting bytes"):
-            after = self._runtime.advance(self._history[-1], data)
+        after = self._advance(self._history[-1], data, "accepting bytes")
         if after is self._runtime.dead:
             return False
         self._history.append(after)

@@ -175,20 +175,14 @@ class Runtime:
         found = self.memoized(config, data)
         if found is not None:
             return found
-        lexer = self.lexer
-        step, rows, accepts, transition = lexer.step, lexer.rows, lexer.accepts, lexer.transition
+        step, walk_to_end = self.lexer.step, self.lexer.walk_to_end
         threads, accepting = list(pairs(config.threads)), config.accepting
         i, n = 0, len(data)
         while i < n:
             if len(threads) == 1:
                 # One thread (most steps): the lexer alone moves until a lexeme may end.
                 origin, ls = threads[0]
-                while i < n:
-                    row = rows[ls]
-                    ls = row[data[i]] if row is not None else transition(ls, data[i])
-                    i += 1
-                    if ls == LEX_DEAD or accepts[ls]:
-                        break
+                ls, i = walk_to_end(ls, data, i)
                 moved = [(origin, ls)] if ls != LEX_DEAD else []
             else:
                 byte = data[i]

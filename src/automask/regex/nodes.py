@@ -58,15 +58,21 @@ _lock = threading.Lock()
 _next_uid = 0
 
 
+def _interned(key: tuple) -> Node | None:
+    """The node already made under ``key``, if any."""
+    uid = _intern.get(key)
+    return None if uid is None else _by_uid[uid]
+
+
 def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
     global _next_uid
-    uid = _intern.get(key)
-    if uid is not None:
-        return _by_uid[uid]
+    node = _interned(key)
+    if node is not None:
+        return node
     with _lock:
-        uid = _intern.get(key)
-        if uid is not None:
-            return _by_uid[uid]
+        node = _interned(key)
+        if node is not None:
+            return node
         check_time()
         node = Node()
         node.kind = kind
@@ -170,9 +176,9 @@ def alt_of(parts: Iterable[Node]) -> Node:
         return next(iter(members.values()))
     uids = sorted(members)
     key = ("alt", *uids)
-    uid = _intern.get(key)  # most alternations are met again: skip what _make would redo
-    if uid is not None:
-        return _by_uid[uid]
+    found = _interned(key)  # most alternations are met again: no nullability to work out
+    if found is not None:
+        return found
     items = tuple(members[k] for k in uids)
     return _make(key, K_ALT, any(m.nullable for m in items), items=items)
 
