@@ -314,8 +314,8 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     inside = np.zeros(tokens.n, dtype=bool)
     if tokens.n == 0:
         return inside, []
-    lexer.row(start)
     if isinstance(tokens, RootTokens):
+        lexer.row(start)
         only = None
         if reuse is not None:
             only = ~reuse.same_first
@@ -332,6 +332,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     elif tokens.n <= SMALL_SET:
         groups = _walk_rows(tokens, lexer, start, inside)
     else:
+        lexer.row(start)
         groups = _walk_columns(tokens, lexer, start, inside)
     crossing = []
     for state, parts in groups.items():
@@ -398,16 +399,19 @@ def scan_finite(tokens: TokenSet, lexer: LexerDFA, start: int, strings: tuple[by
     for text in sorted(strings, key=len):
         if not text:
             continue  # a walk looks for ends after a token's first byte
-        end = lexer.walk(start, text)
-        ok = lexer.follow_ok(end)
-        rows, size = [], len(text)
+        size = len(text)
+        longer = []
         i = bisect_left(texts, text)
         while i < n and texts[i].startswith(text):
-            row = texts[i]
-            if len(row) > size and not inside[i] and i not in taken and ok[row[size]]:
-                rows.append(i)
-                taken.add(i)
+            if len(texts[i]) > size and not inside[i] and i not in taken:
+                longer.append(i)
             i += 1
+        if not longer:  # most strings: no row goes on past them, and no state is made
+            continue
+        end = lexer.walk(start, text)
+        ok = lexer.follow_ok(end)
+        rows = [j for j in longer if ok[texts[j][size]]]
+        taken.update(rows)
         if rows:
             groups.setdefault(end, []).append((rows, size))
     crossing = []
@@ -554,14 +558,19 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
 
 
 def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
-    """Byte by byte in Python, for a few rows (those whose first byte lives: one lookup)."""
+    """Byte by byte in Python, for a few rows.
+
+    Only the first bytes the rows hold are stepped from ``start``, not its whole
+    row: a new key's or pattern's state met by a handful of suffixes (``"``,
+    ``,"``) derives one class, not every byte class of its regex.
+    """
     found: dict[int, list[tuple[int, int]]] = {}
     step, accepts, texts = lexer.step, lexer.accepts, tokens.texts()
-    first = lexer.table[start][tokens.flat[tokens.offsets]]  # scan() built the row
-    for r in first.nonzero()[0].tolist():
-        data = texts[r]
+    for r, data in enumerate(texts):
+        s = step(start, data[0])
+        if not s:
+            continue
         n = len(data)
-        s = int(first[r])
         recorded = False
         for j in range(1, n):
             if not recorded and accepts[s] and lexer.follow_ok(s)[data[j]]:

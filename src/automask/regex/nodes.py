@@ -235,7 +235,7 @@ def intersect(*parts: Node) -> Node:
             elif p.kind == K_BYTES:
                 bits &= p.bits
                 has_bytes = True
-            else:
+            elif p.kind != K_NOT or p.a is not EMPTY:  # "anything" constrains nothing
                 members[p.uid] = p
     if has_bytes:
         if not bits:
@@ -245,6 +245,7 @@ def intersect(*parts: Node) -> Node:
     if not members:
         return complement(EMPTY)
     if len(members) > 1:
+        _drop_absorbed(members)
         _drop_subsumed(members)
     if len(members) == 1:
         return next(iter(members.values()))
@@ -254,6 +255,17 @@ def intersect(*parts: Node) -> Node:
     node = _make(("and",) + tuple(sorted(members)), K_AND, all(m.nullable for m in items),
                  items=items)
     return node if is_live(node) else EMPTY
+
+
+def _drop_absorbed(members: dict[int, Node]) -> None:
+    """Drop alternations that offer another member as one of their choices:
+    ``A & (A | B)`` is ``A``. A pattern's derivatives reach this once its
+    requirement is met (``text & (text | rest of "contains github")``), and
+    it leaves the plain string body, whose scans every schema shares.
+    """
+    for uid, m in list(members.items()):
+        if m.kind == K_ALT and any(i.uid in members for i in m.items):
+            del members[uid]
 
 
 def _drop_subsumed(members: dict[int, Node]) -> None:
@@ -279,11 +291,39 @@ def _drop_subsumed(members: dict[int, Node]) -> None:
             letters = _alphabet(other)
             if x.kind == K_BYTES and letters & ~x.bits == 0:
                 break
-            if x is text_char and letters >> 0x80 == 0:  # ASCII is text
+            if x is text_char and (letters >> 0x80 == 0 or _is_text(other, text_char)):
                 break
         else:
             continue
         del members[uid]
+
+
+_texts: dict[int, bool] = {}
+
+
+def _is_text(node: Node, text_char: Node) -> bool:
+    """Whether ``node`` is built of whole characters only (so it matches valid UTF-8
+    alone): ASCII bytes and ``text_char``, concatenated, alternated, repeated.
+    False where that is not plain from the structure (a multi-byte class)."""
+    found = _texts.get(node.uid)
+    if found is None:
+        k = node.kind
+        if node is text_char or k == K_EPS:
+            found = True
+        elif k == K_BYTES:
+            found = node.bits >> 0x80 == 0
+        elif k == K_CONCAT:
+            found = _is_text(node.a, text_char) and _is_text(node.b, text_char)
+        elif k == K_ALT:
+            found = all(_is_text(m, text_char) for m in node.items)
+        elif k in (K_REPEAT, K_NONEMPTY):
+            found = _is_text(node.a, text_char)
+        elif k == K_AND:
+            found = any(_is_text(m, text_char) for m in node.items)
+        else:
+            found = False
+        _texts[node.uid] = found
+    return found
 
 
 _alphabets: dict[int, int] = {}
