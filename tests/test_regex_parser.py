@@ -634,3 +634,24 @@ def test_clamp_drops_a_length_bound_only_when_it_cannot_bind(text, bound, clampe
     for s in _strings(b"ab@.xy\xc3\xa9", limit):
         assert rx.matches(rx.clamp(node, limit), s) == rx.matches(node, s), s
         assert _live_after(rx.clamp(node, limit), s) == _live_after(node, s), s
+
+
+def test_intersections_drop_members_that_constrain_nothing() -> None:
+    from automask.regex import utf8
+
+    a, b = parse_regex("ab*"), parse_regex("c|d")
+    anything = rx.complement(rx.EMPTY)
+    text = rx.star(utf8.any_char())
+    # "anything" and an alternation offering another member are no constraint at all
+    assert rx.intersect(a, anything) is a
+    assert rx.intersect(a, rx.alt(a, b)) is a
+    # text made of whole characters (ASCII, any character) is text already
+    words = parse_regex_search("(date|time)")  # .*(date|time).* over characters
+    assert rx.intersect(text, words) is words
+    # a byte class above ASCII is not plainly text: the intersection stays
+    high = parse_regex("[\\xc3][\\xa9]")
+    assert rx.intersect(text, high).kind == rx.K_AND
+    for node, parts in [(rx.intersect(a, rx.alt(a, b), anything), (a,)),
+                        (rx.intersect(text, words), (text, words))]:
+        for s in _strings(b"abcd\xc3\xa9", 4):
+            assert rx.matches(node, s) == all(rx.matches(p, s) for p in parts), s
