@@ -182,13 +182,15 @@ class LexerDFA:
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """``table[states, data]``, computing the transitions not known yet."""
-        out = self.table[states, data]
+        # One take from the flat table: 2-D fancy indexing costs about twice as much.
+        at = (states.astype(np.intp) << 8) | data
+        out = self.table.ravel().take(at)
         unknown = out == UNKNOWN
         if np.count_nonzero(unknown):
-            pairs = np.unique((states[unknown].astype(np.int64) << 8) | data[unknown])
-            for pair in pairs.tolist():
+            missing = at[unknown]
+            for pair in np.unique(missing).tolist():
                 self.transition(pair >> 8, pair & 255)
-            out[unknown] = self.table[states[unknown], data[unknown]]
+            out[unknown] = self.table.ravel().take(missing)  # (the table may have grown)
         return out
 
     def step(self, sid: int, byte: int) -> int:

@@ -496,11 +496,14 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
         if not more.all():
             lo, hi, st, recorded = lo[more], hi[more], st[more], recorded[more]
         counts = hi - lo
-        nodes = _ranges(lo, counts)
-        if not nodes.size:
-            break
-        st = st.repeat(counts)
-        recorded = recorded.repeat(counts)
+        if int(counts.sum()) == counts.size:  # one child each (deep in the trie: long tokens)
+            nodes = lo
+        else:
+            nodes = _ranges(lo, counts)
+            if not nodes.size:
+                break
+            st = st.repeat(counts)
+            recorded = recorded.repeat(counts)
         d += 1
         st = lexer.gather(st, trie.byte[d][nodes])
         alive = st != 0
