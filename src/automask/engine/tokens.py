@@ -199,7 +199,8 @@ class PrefixTrie:
     shared prefixes are stepped once instead of once per token.
     """
 
-    __slots__ = ("start", "end", "byte", "ends", "kid_lo", "kid_hi", "parent")
+    __slots__ = ("start", "end", "byte", "ends", "kid_lo", "kid_hi", "parent", "has_kids",
+                 "end_nodes", "end_rows")
 
     def __init__(self, tokens: TokenSet):
         n, flat, offsets, lengths = tokens.n, tokens.flat, tokens.offsets, tokens.lengths
@@ -239,6 +240,11 @@ class PrefixTrie:
             self.ends.append(lengths[starts] == d)
         self.kid_lo.append(np.zeros(len(self.start[-1]), dtype=np.int32))
         self.kid_hi.append(np.zeros(len(self.start[-1]), dtype=np.int32))
+        # Per level, for whole-level steps: which nodes have children, and the nodes
+        # where a token ends with the row it is (a few per level, not a mask over all).
+        self.has_kids = [hi > lo for lo, hi in zip(self.kid_lo, self.kid_hi, strict=True)]
+        self.end_nodes = [np.flatnonzero(e).astype(np.int32) for e in self.ends]
+        self.end_rows = [s[e] for s, e in zip(self.start, self.end_nodes, strict=True)]
 
     def path(self, data: bytes) -> list[int]:
         """The trie node of each prefix of ``data`` that some token starts with
@@ -263,7 +269,8 @@ class PrefixTrie:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for level in (self.start, self.end, self.byte, self.ends,
-                                          self.kid_lo, self.kid_hi, self.parent) for a in level)
+                                          self.kid_lo, self.kid_hi, self.parent, self.has_kids,
+                                          self.end_nodes, self.end_rows) for a in level)
 
 
 def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -457,28 +464,33 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
     st = lexer.table[start][trie.byte[1]]
     if only is not None:
         st = np.where(only, st, 0)
-    recorded = np.zeros(st.size, dtype=bool)  # a lexeme end was already seen above
+    recorded = None  # per node: a lexeme end was already seen above (None: none anywhere)
     d = 1
     while True:  # whole levels; the dead state 0 steps to itself
         alive = st != 0
         live = int(np.count_nonzero(alive))
         if live * DENSE_SHARE < st.size:
             break
-        ends = trie.ends[d] & alive
-        inside[trie.start[d][ends]] = True
-        acc = lexer.accepting[st] & (trie.kid_hi[d] > trie.kid_lo[d]) & ~recorded
-        if acc.any():
-            recorded |= acc
+        inside[trie.end_rows[d][alive[trie.end_nodes[d]]]] = True
+        acc = lexer.accepting[st]
+        if acc.any():  # (never, inside a string body: most of a whole-level walk)
+            acc &= trie.has_kids[d]
+            if recorded is not None:
+                acc &= ~recorded
             nodes = acc.nonzero()[0]
-            _record_ends(trie, d, nodes, st[nodes], groups)
+            if nodes.size:
+                recorded = acc if recorded is None else recorded | acc
+                _record_ends(trie, d, nodes, st[nodes], groups)
         if d + 1 >= len(trie.start):
             return groups
         parent = trie.parent[d + 1]
-        recorded = recorded[parent]
+        if recorded is not None:
+            recorded = recorded[parent]
         d += 1
         st = lexer.gather(st[parent], trie.byte[d])
     nodes = alive.nonzero()[0].astype(np.int32)
-    st, recorded = st[nodes], recorded[nodes]
+    st = st[nodes]
+    recorded = np.zeros(nodes.size, dtype=bool) if recorded is None else recorded[nodes]
     while nodes.size:
         if nodes.size <= FEW_ROWS and int(  # the deep levels hold a handful of long tokens
                 (trie.end[d][nodes] - trie.start[d][nodes]).sum()) <= FEW_ROWS:
