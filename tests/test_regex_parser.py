@@ -651,6 +651,9 @@ def test_intersections_drop_members_that_constrain_nothing() -> None:
     # a byte class above ASCII is not plainly text: the intersection stays
     high = parse_regex("[\\xc3][\\xa9]")
     assert rx.intersect(text, high).kind == rx.K_AND
+    # a long literal is a long concatenation chain: no recursion along it
+    long_words = parse_regex_search("a" * 3000)
+    assert rx.intersect(text, long_words) is long_words
     for node, parts in [(rx.intersect(a, rx.alt(a, b), anything), (a,)),
                         (rx.intersect(text, words), (text, words))]:
         for s in _strings(b"abcd\xc3\xa9", 4):

@@ -304,25 +304,40 @@ _texts: dict[int, bool] = {}
 def _is_text(node: Node, text_char: Node) -> bool:
     """Whether ``node`` is built of whole characters only (so it matches valid UTF-8
     alone): ASCII bytes and ``text_char``, concatenated, alternated, repeated.
-    False where that is not plain from the structure (a multi-byte class)."""
+    False where that is not plain from the structure (a multi-byte class).
+
+    Iterative, as :func:`_alphabet`: a long literal is a long concatenation chain.
+    Memoized for the node asked about, not for each part looked at on the way.
+    """
     found = _texts.get(node.uid)
-    if found is None:
-        k = node.kind
-        if node is text_char or k == K_EPS:
-            found = True
-        elif k == K_BYTES:
-            found = node.bits >> 0x80 == 0
+    if found is not None:
+        return found
+    found, seen, stack = True, set(), [node]
+    while stack and found:
+        n = stack.pop()
+        known = _texts.get(n.uid)
+        if known is not None:
+            found = known
+            continue
+        if n is text_char or n.uid in seen:
+            continue
+        seen.add(n.uid)
+        k = n.kind
+        if k == K_EPS:
+            continue
+        if k == K_BYTES:
+            found = n.bits >> 0x80 == 0
         elif k == K_CONCAT:
-            found = _is_text(node.a, text_char) and _is_text(node.b, text_char)
+            stack += (n.a, n.b)
         elif k == K_ALT:
-            found = all(_is_text(m, text_char) for m in node.items)
+            stack += n.items
         elif k in (K_REPEAT, K_NONEMPTY):
-            found = _is_text(node.a, text_char)
-        elif k == K_AND:
-            found = any(_is_text(m, text_char) for m in node.items)
+            stack.append(n.a)
+        elif k == K_AND:  # text when some member is: other members only narrow it
+            found = any(_is_text(m, text_char) for m in n.items)
         else:
             found = False
-        _texts[node.uid] = found
+    _texts[node.uid] = found
     return found
 
 
