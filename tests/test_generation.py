@@ -337,29 +337,42 @@ def test_result_is_plain_data(tiny_bpe_vocab, schema_grammar):
     assert automask.generate is generate
 
 
-def test_hf_signature_module_matches_callable(tiny_bpe_vocab, schema_grammar):
-    """A torch module with the HF forward signature and a KV "cache" gives the same tokens."""
+@pytest.mark.parametrize("cache_name", ["past_key_values", "cache"])
+def test_hf_signature_module_matches_callable(tiny_bpe_vocab, schema_grammar, cache_name):
+    """A torch module with the HF forward signature and a KV "cache" gives the same tokens,
+    with the cache named as before transformers 5.24 (``past_key_values``) or after
+    (``cache``, in and out; the old name only warns there)."""
     torch = pytest.importorskip("torch")
     fn = random_model(tiny_bpe_vocab.size, 21)
 
     class Out:
-        def __init__(self, logits, past_key_values):
-            self.logits, self.past_key_values = logits, past_key_values
+        def __init__(self, logits, kept):
+            self.logits = logits
+            setattr(self, cache_name, kept)
 
     class Tiny(torch.nn.Module):
         vocab_size = tiny_bpe_vocab.size
 
-        def forward(self, input_ids, past_key_values=None, use_cache=True):
-            seen = [] if past_key_values is None else list(past_key_values)
+        def _step(self, input_ids, kept):
+            seen = [] if kept is None else list(kept)
             rows = []
             for t in input_ids[0].tolist():
                 seen.append(t)
                 rows.append(torch.from_numpy(fn(list(seen))))
             return Out(torch.stack(rows)[None], tuple(seen))
 
+    class Old(Tiny):
+        def forward(self, input_ids, past_key_values=None, use_cache=True):
+            return self._step(input_ids, past_key_values)
+
+    class New(Tiny):
+        def forward(self, input_ids, cache=None, use_cache=True):
+            return self._step(input_ids, cache)
+
+    model = Old() if cache_name == "past_key_values" else New()
     for params in (GenerationParams(max_tokens=80), GenerationParams(max_tokens=80,
                                                                        num_beams=2)):
-        a = generate(Tiny(), tiny_bpe_vocab, PROMPT, schema_grammar, params)
+        a = generate(model, tiny_bpe_vocab, PROMPT, schema_grammar, params)
         b = generate(fn, tiny_bpe_vocab, PROMPT, schema_grammar, params)
         assert a.tokens == b.tokens and a.forward_passes == b.forward_passes
 

@@ -7,8 +7,9 @@ and copy a sequence's state (beams). :class:`Decoder` is that protocol;
 
 * a Hugging Face causal LM, or any object with its forward signature
   (``model(input_ids=..., past_key_values=..., use_cache=True)`` returning
-  ``.logits`` and ``.past_key_values``): :class:`HFCausalLM`, which keeps the
-  KV cache, so a step costs one token of compute;
+  ``.logits`` and ``.past_key_values``; from transformers 5.24 the cache is
+  named ``cache`` both ways, and the old name is deprecated): :class:`HFCausalLM`,
+  which keeps the KV cache, so a step costs one token of compute;
 * a plain callable ``fn(ids) -> logits (V,)`` (tests, toy models; no torch
   needed): :class:`CallableLM`, one call per position;
 * an object that already has ``start``/``extend``/``fork``.
@@ -100,6 +101,9 @@ class HFCausalLM:
             params = {}
         self._keep_arg = next((n for n in ("logits_to_keep", "num_logits_to_keep")
                                if n in params), None)
+        # The KV cache's argument: "cache" where the forward names it so (the old name
+        # warns there, and goes away in transformers 5.40), "past_key_values" before.
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self._device = _device_of(model)
 
     def _run(self, ids: Sequence[int], cache: Any, keep: int) -> tuple[Any, np.ndarray]:
@@ -107,7 +111,7 @@ class HFCausalLM:
 
         kwargs: dict[str, Any] = {
             "input_ids": torch.tensor([list(ids)], dtype=torch.long, device=self._device),
-            "past_key_values": cache,
+            self._cache_arg: cache,
             "use_cache": True,
         }
         if self._keep_arg is not None:
@@ -117,7 +121,8 @@ class HFCausalLM:
         self.forward_passes += 1
         logits = out.logits[0, -keep:]
         rows = logits.detach().to(device="cpu", dtype=torch.float32).numpy()
-        return out.past_key_values, rows
+        found = getattr(out, "cache", None)  # (transformers >= 5.24; the old name still works)
+        return (out.past_key_values if found is None else found), rows
 
     def start(self, ids: Sequence[int], keep: int = 1) -> tuple[Any, np.ndarray]:
         if not ids:
