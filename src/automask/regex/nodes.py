@@ -288,74 +288,37 @@ def _drop_subsumed(members: dict[int, Node]) -> None:
                 continue
             if other.kind == K_REPEAT and other.a is x:
                 break
-            letters = _alphabet(other)
-            if x.kind == K_BYTES and letters & ~x.bits == 0:
+            if x.kind == K_BYTES and _alphabet(other) & ~x.bits == 0:
                 break
-            if x is text_char and (letters >> 0x80 == 0 or _is_text(other, text_char)):
+            # text over whole characters: nothing above ASCII outside them
+            if x is text_char and _alphabet(other, text_char) >> 0x80 == 0:
                 break
         else:
             continue
         del members[uid]
 
 
-_texts: dict[int, bool] = {}
-
-
-def _is_text(node: Node, text_char: Node) -> bool:
-    """Whether ``node`` is built of whole characters only (so it matches valid UTF-8
-    alone): ASCII bytes and ``text_char``, concatenated, alternated, repeated.
-    False where that is not plain from the structure (a multi-byte class).
-
-    Iterative, as :func:`_alphabet`: a long literal is a long concatenation chain.
-    Memoized for the node asked about, not for each part looked at on the way.
-    """
-    found = _texts.get(node.uid)
-    if found is not None:
-        return found
-    found, seen, stack = True, set(), [node]
-    while stack and found:
-        n = stack.pop()
-        known = _texts.get(n.uid)
-        if known is not None:
-            found = known
-            continue
-        if n is text_char or n.uid in seen:
-            continue
-        seen.add(n.uid)
-        k = n.kind
-        if k == K_EPS:
-            continue
-        if k == K_BYTES:
-            found = n.bits >> 0x80 == 0
-        elif k == K_CONCAT:
-            stack += (n.a, n.b)
-        elif k == K_ALT:
-            stack += n.items
-        elif k in (K_REPEAT, K_NONEMPTY):
-            stack.append(n.a)
-        elif k == K_AND:  # text when some member is: other members only narrow it
-            found = any(_is_text(m, text_char) for m in n.items)
-        else:
-            found = False
-    _texts[node.uid] = found
-    return found
-
-
 _alphabets: dict[int, int] = {}
+_alphabets_beside: dict[int, int] = {}  # the same, whole characters counted as no byte
 
 
-def _alphabet(node: Node) -> int:
-    """The bytes ``node``'s strings can contain (an over-approximation)."""
-    found = _alphabets.get(node.uid)
+def _alphabet(node: Node, whole: Node | None = None) -> int:
+    """The bytes ``node``'s strings can contain (an over-approximation).
+
+    With ``whole`` (the any-character node), its occurrences count as no byte:
+    a result within ASCII then says ``node`` is built of whole characters, so
+    it matches valid text only."""
+    memo = _alphabets if whole is None else _alphabets_beside
+    found = memo.get(node.uid)
     if found is not None:
         return found
     bits, seen, stack = 0, set(), [node]
     while stack:  # iterative: concatenation chains can be long
         n = stack.pop()
-        known = _alphabets.get(n.uid)
+        known = memo.get(n.uid)
         if known is not None:
             bits |= known
-        elif n.uid not in seen:
+        elif n is not whole and n.uid not in seen:
             seen.add(n.uid)
             if n.kind == K_BYTES:
                 bits |= n.bits
@@ -364,7 +327,7 @@ def _alphabet(node: Node) -> int:
                 break
             else:
                 stack.extend(c for c in (n.a, n.b, *n.items) if c is not None)
-    _alphabets[node.uid] = bits
+    memo[node.uid] = bits
     return bits
 
 
