@@ -658,3 +658,37 @@ def test_intersections_drop_members_that_constrain_nothing() -> None:
                         (rx.intersect(text, words), (text, words))]:
         for s in _strings(b"abcd\xc3\xa9", 4):
             assert rx.matches(node, s) == all(rx.matches(p, s) for p in parts), s
+
+
+def test_an_intersection_needing_a_byte_another_member_lacks_is_empty_without_a_search(
+        monkeypatch) -> None:
+    # A bounded repeat makes a new derivative per byte: a search of the product would
+    # visit 100 states before finding nothing. A byte one member needs and the other
+    # never contains proves the intersection empty first.
+    monkeypatch.setattr(rx, "MAX_LIVENESS_STATES", 10)
+    times = parse_regex("[0-9:]{0,100}Z")
+    needs_t = parse_regex_search("T[0-9]")  # .*T[0-9].*
+    assert rx.intersect(times, needs_t) is rx.EMPTY
+    # the proof only ever says "empty" when it is: with a T possible, the search runs
+    monkeypatch.setattr(rx, "MAX_LIVENESS_STATES", 20_000)
+    with_t = rx.intersect(parse_regex("[0-9:T]{0,100}Z"), needs_t)
+    assert with_t is not rx.EMPTY and rx.matches(with_t, b"12T4Z")
+    assert not rx.matches(with_t, b"1234Z")
+    # required bytes: forced ones only (a class forces none; an alternation, the common ones)
+    assert rx._required(parse_regex("a[bc]d")) == (1 << ord("a")) | (1 << ord("d"))
+    assert rx._required(parse_regex("xa|ya")) == 1 << ord("a")
+    assert rx._required(parse_regex("(ab)*")) == 0
+
+
+def test_a_date_time_with_a_pattern_needing_an_upper_case_t_is_decided_without_a_search(
+        monkeypatch, tiny_bpe_vocab) -> None:
+    """MaskBench Github_medium o9517: after ``2016-01-05`` the lexer derives every byte;
+    on ``t`` the format goes on but the (unanchored) pattern needs a ``T`` that the rest
+    of a date-time never holds. Proving that by search took thousands of states (one
+    mask of 2 s); under a small search budget the walk now completes."""
+    from mask_walks import masks_along
+
+    monkeypatch.setattr(rx, "MAX_LIVENESS_STATES", 300)
+    schema = {"type": "string", "format": "date-time",
+              "pattern": "\\d\\d\\d\\d-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ"}
+    masks_along(tiny_bpe_vocab, schema, ["2016-01-05T16:51:00Z"])

@@ -331,6 +331,50 @@ def _alphabet(node: Node, whole: Node | None = None) -> int:
     return bits
 
 
+def _required(node: Node) -> int:
+    """The bytes every string of ``node`` contains (an under-approximation: a single
+    byte where one is forced, e.g. the ``T`` of a date-time pattern)."""
+    found = _required_memo.get(node.uid)
+    if found is not None:
+        return found
+    bits = 0
+    n = node
+    while n.kind == K_CONCAT:  # along the (right-nested) spine, not recursively
+        bits |= _required(n.a)
+        n = n.b
+    k = n.kind
+    if k == K_BYTES:
+        bits |= n.bits if n.bits.bit_count() == 1 else 0
+    elif k == K_ALT:
+        common = FULL_BITS
+        for m in n.items:
+            common &= _required(m)
+        bits |= common
+    elif k == K_AND:
+        for m in n.items:
+            bits |= _required(m)
+    elif (k == K_REPEAT and n.lo > 0) or k == K_NONEMPTY:
+        bits |= _required(n.a)
+    elif k == K_EMPTY:
+        bits = FULL_BITS  # no string at all: vacuously
+    _required_memo[node.uid] = bits
+    return bits
+
+
+_required_memo: dict[int, int] = {}
+
+
+def _disjoint(items: tuple[Node, ...]) -> bool:
+    """Whether some member needs a byte another member's strings never contain: then
+    no string matches both. A cheap proof of emptiness; a search of the product of a
+    date-time and a pattern that needs a ``T`` it cannot have runs to thousands of
+    states before finding none."""
+    needs = [_required(m) for m in items]
+    if not any(needs):
+        return False
+    return any(need & ~_alphabet(other) for need in needs if need for other in items)
+
+
 def complement(a: Node) -> Node:
     """Every byte string that ``a`` does not match (invalid UTF-8 included)."""
     if a.kind == K_NOT:
@@ -350,6 +394,8 @@ def is_live(node: Node) -> bool:
     if known is not None:
         return known
     found = True if node.nullable else _live_by_parts(node)
+    if found is None and node.kind == K_AND and _disjoint(node.items):
+        found = False
     if found is not None:
         _live[node.uid] = found
         return found
