@@ -692,3 +692,17 @@ def test_a_date_time_with_a_pattern_needing_an_upper_case_t_is_decided_without_a
     schema = {"type": "string", "format": "date-time",
               "pattern": "\\d\\d\\d\\d-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ"}
     masks_along(tiny_bpe_vocab, schema, ["2016-01-05T16:51:00Z"])
+
+
+def test_an_unpinned_count_at_a_search_edge_needs_only_its_minimum() -> None:
+    # beside the pad a count's extra repeats are the pad's: x{1,255} searches as x does
+    assert parse_regex_search("[a-z]{1,255}") is parse_regex_search("[a-z]")
+    assert parse_regex_search("a{2,5}b") is parse_regex_search("a{2}b")
+    assert parse_regex_search("b(ab){0,3}") is parse_regex_search("b")
+    # a pinned edge keeps its count
+    assert parse_regex_search("^a{2,5}$") is not parse_regex_search("^aa$")
+    for pattern in ["x{1,255}", "a{2,5}b", "^a{2,5}", "a{2,5}$", "(ab){0,3}", "b(ab){1,3}a",
+                    "^a{1,2}b{2,3}", "a{2,}b+"]:
+        node = parse_regex_search(pattern)
+        for s in _strings(b"abx", 6):
+            assert rx.matches(node, s) == bool(re.search(pattern, s.decode())), (pattern, s)

@@ -112,9 +112,31 @@ def parse_regex_search(pattern: str) -> rx.Node:
     """
     pad = _any_star()
     return rx.alt_of(
-        _cat(*(([] if start else [pad]) + [node] + ([] if end else [pad])))
+        _cat(*(([] if start else [pad]) + [_free_edges(node, start, end)]
+               + ([] if end else [pad])))
         for (start, end), node in _compile_pattern(pattern, True)
     )
+
+
+def _free_edges(node: rx.Node, start: bool, end: bool) -> rx.Node:
+    """``node`` with a count on an unpinned edge cut to its minimum: beside the pad,
+    ``.*x{1,255}`` matches what ``.*x`` does (the pad takes the rest), and its
+    derivatives stay one node instead of an alternation of every count so far."""
+    parts = []
+    while node.kind == rx.K_CONCAT:
+        parts.append(node.a)
+        node = node.b
+    parts.append(node)
+    if not end:
+        parts[-1] = _minimum(parts[-1])
+    if not start:
+        parts[0] = _minimum(parts[0])
+    return _cat(*parts)
+
+
+def _minimum(node: rx.Node) -> rx.Node:
+    """``x{m,n}`` as ``x{m}`` (any other node as it is)."""
+    return rx.repeat(node.a, node.lo, node.lo) if node.kind == rx.K_REPEAT else node
 
 
 # --------------------------------------------------------------------------- helpers
