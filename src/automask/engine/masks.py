@@ -28,6 +28,7 @@ from automask.engine.tokens import (
     Reuse,
     RootTokens,
     TokenSet,
+    literal_run,
     pack_bool,
     prune_crossing,
     scan,
@@ -245,8 +246,9 @@ class MaskComputer:
             own_part = False
         elif root and (other := excluded.except_body(node)) is not None:
             part, crossing, own_part = self._except_scan(lex, state, other, finish)
-        elif root and (text := rx.single_string(node, tokens.maxlen)) is not None:
-            inside, crossing = scan_string(tokens, lexer, state, text)  # a key's name
+        elif root and (found := scan_string(tokens, lexer, state,
+                                            *literal_run(lexer, state, tokens.maxlen))):
+            inside, crossing = found  # a key's name, a keyword
             part = finish(inside)
         elif (not root and tokens.parent_rows is None  # a canonical set: sorted, distinct
               and (strings := rx.finite_strings(node)) is not None):

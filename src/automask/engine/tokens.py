@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from automask.engine.lexer import LexerDFA
+from automask.regex import nodes as rx
 
 _uids = itertools.count()
 
@@ -352,19 +353,36 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     return inside, crossing
 
 
-def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
-                ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
-    """:func:`scan` of a state whose lexeme matches ``text`` alone, without pruning.
+def literal_run(lexer: LexerDFA, start: int, limit: int) -> tuple[bytes, int]:
+    """The bytes one-lexeme state ``start`` must read next (see :func:`rx.forced_prefix`),
+    up to where a lexeme may end or ``limit`` bytes (longer than any token), and the
+    state after them: a key's ``name"`` before its colon, a keyword, an enum value."""
+    nodes = lexer.nodes[start]
+    text = rx.forced_prefix(nodes[0])[:limit] if len(nodes) == 1 else b""
+    sid = start
+    for i, byte in enumerate(text):
+        nxt = lexer.step(sid, byte) if not lexer.accepts[sid] else 0
+        if not nxt:
+            return text[:i], sid
+        sid = nxt
+    return text, sid
 
-    The inside tokens are the prefixes of ``text``; the crossing ones start
-    with all of it and go on (sorted rows: one range), in one group at the
-    end of ``text``. One path down the trie instead of a walk of every token
+
+def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes, end: int
+                ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]] | None:
+    """:func:`scan` of a state that must read ``text`` (reaching ``end``), without
+    pruning; None where too many tokens go on past ``text`` (a walk is cheaper).
+
+    The inside tokens are the prefixes of ``text``; the ones going on past it
+    start with all of it (sorted rows: one range). Where the lexeme ends at the
+    end of ``text`` they cross there, in one group; otherwise each is stepped on
+    from ``end``. One path down the trie instead of a walk of every token
     sharing a first byte with it.
     """
     trie = tokens.trie
     inside = np.zeros(tokens.n, dtype=bool)
-    if not text:  # the lexeme has ended: no token goes on in it
-        return inside, []
+    if not text:  # nothing forced: a walk, unless the lexeme has ended (no token goes on)
+        return None if lexer.can_continue(end) else (inside, [])
     nodes = trie.path(text)
     for d in range(1, len(nodes)):  # the tokens that are prefixes of text
         if trie.ends[d][nodes[d]]:
@@ -377,11 +395,31 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
         first += 1  # the row equal to text: inside
     if first >= last:
         return inside, []
-    end = start
-    for byte in text:
-        end = lexer.step(end, byte)
-    rows = np.arange(first, last, dtype=np.int32)
-    return inside, [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))]
+    if lexer.accepts[end] and not lexer.can_continue(end):
+        rows = np.arange(first, last, dtype=np.int32)
+        return inside, [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))]
+    if last - first > SMALL_SET:
+        return None
+    groups: dict[int, tuple[list[int], list[int]]] = {}
+    texts = tokens.texts()
+    for r in range(first, last):
+        sid, data = end, texts[r]
+        ended = (end, level) if lexer.accepts[end] else None
+        for j in range(level, len(data)):
+            sid = lexer.step(sid, data[j])
+            if not sid:
+                break
+            if ended is None and j + 1 < len(data) and lexer.accepts[sid]:
+                ended = (sid, j + 1)  # the first point where a lexeme may end
+        if sid:
+            inside[r] = True  # consumed inside the lexeme (whatever ends it passed)
+        elif ended is not None:
+            rows, skips = groups.setdefault(ended[0], ([], []))
+            rows.append(r)
+            skips.append(ended[1])
+    return inside, [(state, tokens.child(np.array(rows, dtype=np.int32),
+                                         np.array(skips, dtype=np.int32)))
+                    for state, (rows, skips) in groups.items()]
 
 
 def scan_finite(tokens: TokenSet, lexer: LexerDFA, start: int, strings: tuple[bytes, ...]

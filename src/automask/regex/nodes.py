@@ -830,16 +830,6 @@ def _extends(node: Node) -> bool | None:
 _continues: dict[int, bool] = {}
 
 
-def single_string(node: Node, limit: int = 256) -> bytes | None:
-    """The one string ``node`` matches, or None: a key's name is one, and a token
-    scan of it is a walk along one path of the vocabulary's trie. Read off the
-    node's structure (see :func:`finite_strings`); strings over ``limit`` bytes
-    count as None.
-    """
-    found = finite_strings(node, 1)
-    return found[0] if found is not None and len(found[0]) <= limit else None
-
-
 FINITE_CAP = 256  # finite_strings reads languages of at most this many strings
 
 
@@ -903,6 +893,34 @@ def _finite_set(node: Node, limit: int) -> set[bytes] | None:
 
 _finite: dict[int, tuple[bytes, ...] | None] = {}
 _UNKNOWN = object()
+
+
+def forced_prefix(node: Node) -> bytes:
+    """The bytes every match of ``node`` starts with, read off its structure (as
+    :func:`finite_strings`; b"" where not recognized): a key's ``name"`` before its
+    colon and whitespace, which a token scan follows along one path of the trie."""
+    found = _forced.get(node.uid)
+    if found is None:
+        parts = []
+        cur = node
+        while cur.kind == K_CONCAT:  # iteratively: a long literal is a long chain
+            head = finite_strings(cur.a, 1)
+            if not head:
+                parts.append(forced_prefix(cur.a))
+                break
+            parts.append(head[0])
+            cur = cur.b
+        else:
+            whole = finite_strings(cur, 1)
+            if whole:
+                parts.append(whole[0])
+        found = b"".join(parts)
+        if len(_forced) < 1_000_000:
+            _forced[node.uid] = found
+    return found
+
+
+_forced: dict[int, bytes] = {}
 
 
 def first_bytes(node: Node) -> int:

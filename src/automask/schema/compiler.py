@@ -774,7 +774,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         extra_member = None
         if extras:
             extra_member = Choice(tuple(
-                Seq((Terminal(string_node(node)), js.key_sep(), value)) for node, value in extras))
+                js.member(string_node(node), value) for node, value in extras))
 
         def tail(i: int, n: int, first: bool) -> Expr:
             """Members from the i-th declared one on, n counted so far; ``first``: none
@@ -801,7 +801,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                     result = _repeat_with_sep(extra_member, js.item_sep(), lo, hi)
             else:
                 name, value, req = declared[i]
-                member = Seq((Terminal(literal_string_node(name)), js.key_sep(), value))
+                member = js.member(literal_string_node(name), value)
                 head = member if first else Seq((js.item_sep(), member))
                 nxt = min(n + 1, cap) if max_p is not None or min_p else n
                 if max_p is not None and n + 1 > max_p:
