@@ -24,7 +24,6 @@ from automask.engine.lexer import LexerDFA
 from automask.engine.tokens import (
     SMALL_SET,
     canonical_set,
-    literal_run,
     scan,
     scan_finite,
     scan_string,
@@ -54,10 +53,10 @@ def _compare(vocab: Vocabulary, node: rx.Node) -> tuple[int, int] | None:
     root = root_tokens(vocab)
     lexer = LexerDFA((node,))
     state = lexer.single(0, node)
-    text, end = literal_run(lexer, state, 10**6)  # longer than any token too
+    text = rx.forced_prefix(node)  # longer than any token, too
     whole = rx.finite_strings(node, 1)
     assert not whole or text == whole[0]  # a node matching one string: all of it
-    found = scan_string(root, lexer, state, text, end)
+    found = scan_string(root, lexer, state, text)
     inside_b, crossing_b = scan(root, lexer, state)
     if found is None:
         going_on = sum(t.startswith(text) and t != text for t in root.texts())

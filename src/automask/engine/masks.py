@@ -28,11 +28,11 @@ from automask.engine.tokens import (
     Reuse,
     RootTokens,
     TokenSet,
-    literal_run,
     pack_bool,
     prune_crossing,
     scan,
     scan_finite,
+    scan_prefixed,
     scan_string,
 )
 from automask.gc_pause import untrack
@@ -247,12 +247,16 @@ class MaskComputer:
         elif root and (other := excluded.except_body(node)) is not None:
             part, crossing, own_part = self._except_scan(lex, state, other, finish)
         elif root and (found := scan_string(tokens, lexer, state,
-                                            *literal_run(lexer, state, tokens.maxlen))):
+                                            rx.forced_prefix(node)[:tokens.maxlen])):
             inside, crossing = found  # a key's name, a keyword
             part = finish(inside)
         elif (not root and tokens.parent_rows is None  # a canonical set: sorted, distinct
               and (strings := rx.finite_strings(node)) is not None):
             inside, crossing = scan_finite(tokens, lexer, state, strings)
+            part = finish(inside)
+        elif (not root and tokens.parent_rows is None
+              and (text := rx.forced_prefix(node)[:tokens.maxlen])):
+            inside, crossing = scan_prefixed(tokens, lexer, state, text)  # a key, its colon
             part = finish(inside)
         else:
             reuse = self._reuse(state, finish) if borrow and root else None

@@ -28,7 +28,6 @@ from typing import NamedTuple
 import numpy as np
 
 from automask.engine.lexer import LexerDFA
-from automask.regex import nodes as rx
 
 _uids = itertools.count()
 
@@ -342,47 +341,39 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     else:
         lexer.row(start)
         groups = _walk_columns(tokens, lexer, start, inside)
+    return inside, _crossing(tokens, groups, inside)
+
+
+def _crossing(tokens: TokenSet, groups: Groups, inside: np.ndarray
+              ) -> list[tuple[int, TokenSet]]:
+    """A walk's groups as child sets, without the rows consumed inside the lexeme
+    anyway (allowed already)."""
     crossing = []
     for state, parts in groups.items():
         rows = np.concatenate([r for r, _ in parts])
         skip = np.concatenate([np.broadcast_to(np.asarray(k, dtype=np.int32), len(r))
                                for r, k in parts])
-        needed = ~inside[rows]  # consumed inside the lexeme anyway: allowed already
+        needed = ~inside[rows]
         if np.count_nonzero(needed):
             crossing.append((state, tokens.child(rows[needed], skip[needed])))
-    return inside, crossing
+    return crossing
 
 
-def literal_run(lexer: LexerDFA, start: int, limit: int) -> tuple[bytes, int]:
-    """The bytes one-lexeme state ``start`` must read next (see :func:`rx.forced_prefix`),
-    up to where a lexeme may end or ``limit`` bytes (longer than any token), and the
-    state after them: a key's ``name"`` before its colon, a keyword, an enum value."""
-    nodes = lexer.nodes[start]
-    text = rx.forced_prefix(nodes[0])[:limit] if len(nodes) == 1 else b""
-    sid = start
-    for i, byte in enumerate(text):
-        nxt = lexer.step(sid, byte) if not lexer.accepts[sid] else 0
-        if not nxt:
-            return text[:i], sid
-        sid = nxt
-    return text, sid
-
-
-def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes, end: int
+def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
                 ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]] | None:
-    """:func:`scan` of a state that must read ``text`` (reaching ``end``), without
-    pruning; None where too many tokens go on past ``text`` (a walk is cheaper).
+    """:func:`scan` of a state that must read ``text`` first (:func:`rx.forced_prefix`),
+    without pruning; None where too many tokens go on past ``text`` (a walk is cheaper).
 
     The inside tokens are the prefixes of ``text``; the ones going on past it
     start with all of it (sorted rows: one range). Where the lexeme ends at the
-    end of ``text`` they cross there, in one group; otherwise each is stepped on
-    from ``end``. One path down the trie instead of a walk of every token
-    sharing a first byte with it.
+    end of ``text`` they cross there, in one group; otherwise each is stepped on.
+    One path down the trie instead of a walk of every token sharing a first byte
+    with it, and no lexer state made for ``text`` unless some token goes past it.
     """
     trie = tokens.trie
     inside = np.zeros(tokens.n, dtype=bool)
     if not text:  # nothing forced: a walk, unless the lexeme has ended (no token goes on)
-        return None if lexer.can_continue(end) else (inside, [])
+        return None if lexer.can_continue(start) else (inside, [])
     nodes = trie.path(text)
     for d in range(1, len(nodes)):  # the tokens that are prefixes of text
         if trie.ends[d][nodes[d]]:
@@ -395,6 +386,7 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes, en
         first += 1  # the row equal to text: inside
     if first >= last:
         return inside, []
+    end = lexer.walk(start, text)
     if lexer.accepts[end] and not lexer.can_continue(end):
         rows = np.arange(first, last, dtype=np.int32)
         return inside, [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))]
@@ -420,6 +412,29 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes, en
     return inside, [(state, tokens.child(np.array(rows, dtype=np.int32),
                                          np.array(skips, dtype=np.int32)))
                     for state, (rows, skips) in groups.items()]
+
+
+def scan_prefixed(tokens: TokenSet, lexer: LexerDFA, start: int, text: bytes
+                  ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+    """:func:`scan` of a sorted, distinct set (a canonical set) for a state that must
+    read ``text`` first (:func:`rx.forced_prefix`: no lexeme ends inside it), with pruning.
+
+    Only the rows that are prefixes of ``text`` or start with it can live (any
+    other dies at its first byte off ``text``): found by bisection, and walked.
+    A key's state with its colon after it, met by the suffixes after a comma.
+    """
+    texts, n = tokens.texts(), tokens.n
+    rows = []
+    for k in range(1, len(text)):
+        i = bisect_left(texts, text[:k])
+        if i < n and texts[i] == text[:k]:
+            rows.append(i)
+    i = bisect_left(texts, text)
+    while i < n and texts[i].startswith(text):
+        rows.append(i)
+        i += 1
+    inside = np.zeros(n, dtype=bool)
+    return inside, _crossing(tokens, _walk_rows(tokens, lexer, start, inside, rows), inside)
 
 
 def scan_finite(tokens: TokenSet, lexer: LexerDFA, start: int, strings: tuple[bytes, ...]
@@ -610,8 +625,9 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
             groups.setdefault(state, []).append((rows, skip))
 
 
-def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray) -> Groups:
-    """Byte by byte in Python, for a few rows.
+def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray,
+               rows: list[int] | None = None) -> Groups:
+    """Byte by byte in Python, for a few rows (``rows``: only those, the others dead).
 
     Only the first bytes the rows hold are stepped from ``start``, not its whole
     row: a new key's or pattern's state met by a handful of suffixes (``"``,
@@ -619,7 +635,8 @@ def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray
     """
     found: dict[int, list[tuple[int, int]]] = {}
     step, accepts, texts = lexer.step, lexer.accepts, tokens.texts()
-    for r, data in enumerate(texts):
+    for r in range(len(texts)) if rows is None else rows:
+        data = texts[r]
         s = step(start, data[0])
         if not s:
             continue
