@@ -26,6 +26,7 @@ from automask.engine.tokens import (
     canonical_set,
     scan,
     scan_finite,
+    scan_prefixed,
     scan_string,
 )
 from automask.regex import nodes as rx
@@ -47,6 +48,21 @@ def _groups(crossing) -> set[tuple[int, int, int, int]]:
     return out
 
 
+def _same_as_walk(found, tokens, lexer: LexerDFA, state: int, label) -> int:
+    """Assert a shortcut's scan equals the general walk's; the crossing rows' count."""
+    inside_a, crossing_a = found
+    inside_b, crossing_b = scan(tokens, lexer, state)
+    assert np.array_equal(inside_a, inside_b), label
+    assert _groups(crossing_a) == _groups(crossing_b), label
+    return sum(c.n for _, c in crossing_a)
+
+
+def _every_token(vocab: Vocabulary):
+    """Every distinct token as one sorted (canonical) set."""
+    return canonical_set(tuple(sorted({vocab.token_bytes(i) for i in range(vocab.size)}
+                                      - {b""})))
+
+
 def _compare(vocab: Vocabulary, node: rx.Node) -> tuple[int, int] | None:
     """Both scans of ``node``'s start; None where the shortcut declines (too many
     tokens go on past the forced text), which must be for that reason only."""
@@ -57,15 +73,11 @@ def _compare(vocab: Vocabulary, node: rx.Node) -> tuple[int, int] | None:
     whole = rx.finite_strings(node, 1)
     assert not whole or text == whole[0]  # a node matching one string: all of it
     found = scan_string(root, lexer, state, text)
-    inside_b, crossing_b = scan(root, lexer, state)
     if found is None:
         going_on = sum(t.startswith(text) and t != text for t in root.texts())
         assert going_on > SMALL_SET
         return None
-    inside_a, crossing_a = found
-    assert np.array_equal(inside_a, inside_b), text
-    assert _groups(crossing_a) == _groups(crossing_b), text
-    return int(inside_a.sum()), sum(c.n for _, c in crossing_a)
+    return int(found[0].sum()), _same_as_walk(found, root, lexer, state, text)
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -97,9 +109,7 @@ def test_forced_text_scan_matches_the_walk_on_llama(shared_data):
 
 @pytest.mark.data
 def test_finite_scan_matches_the_walk_on_llama(llama):
-    # every distinct token as one sorted set: values followed by ',' or '}' occur in it
-    suffixes = canonical_set(tuple(sorted({llama.token_bytes(i) for i in range(llama.size)}
-                                          - {b""})))
+    suffixes = _every_token(llama)  # values followed by ',' or '}' occur in it
     comma, brace = rx.literal(b","), rx.literal(b"}")
     enums = [
         rx.alt(*(literal_string_node(v) for v in ("red", "green", "re", "blue"))),
@@ -116,11 +126,8 @@ def test_finite_scan_matches_the_walk_on_llama(llama):
         for follow in ([{1}, None, None], [{1, 2}, None, None]):  # what may follow: "," or ",}"
             lexer = LexerDFA((node, comma, brace), follow=follow)
             state = lexer.single(0, node)
-            inside_a, crossing_a = scan_finite(suffixes, lexer, state, strings)
-            inside_b, crossing_b = scan(suffixes, lexer, state)
-            assert np.array_equal(inside_a, inside_b), strings
-            assert _groups(crossing_a) == _groups(crossing_b), strings
-            crossing += sum(c.n for _, c in crossing_a)
+            crossing += _same_as_walk(scan_finite(suffixes, lexer, state, strings),
+                                      suffixes, lexer, state, strings)
     assert crossing > 20  # suffixes going on past a value occur
 
 
@@ -130,6 +137,25 @@ def test_finite_strings():
     assert rx.finite_strings(rx.star(rx.literal(b"a"))) is None
     assert rx.finite_strings(rx.byte_range(0, 255)) is None  # 256 strings: over the limit
     assert rx.finite_strings(rx.byte_range(0, 255), limit=256) is not None
+
+
+@pytest.mark.data
+def test_prefixed_scan_matches_the_walk_on_llama(llama):
+    """A key-and-colon state over a canonical suffix set: the rows on the key's path,
+    walked, against the general walk of the whole set, with FOLLOW pruning."""
+    suffixes = _every_token(llama)
+    value_start = rx.alt(rx.literal(b'"'), rx.literal(b"{"), rx.literal(b"1"))
+    crossing = 0
+    # whole keys, and what is left of any key once its name is typed (`":"`, `": {`...)
+    nodes = [rx.concat(literal_string_node(k), COLON) for k in ("id", "description", "émoji")]
+    for node in nodes + [rx.concat(rx.literal(b'"'), COLON)]:
+        text = rx.forced_prefix(node)
+        assert text.startswith(b'"') and text.endswith(b'"')
+        lexer = LexerDFA((node, value_start), follow=[{1}, None])
+        state = lexer.single(0, node)
+        crossing += _same_as_walk(scan_prefixed(suffixes, lexer, state, text),
+                                  suffixes, lexer, state, text)
+    assert crossing > 5  # '":"', '": {' and the like go on into the value
 
 
 def test_forced_prefix_is_what_every_match_starts_with():
