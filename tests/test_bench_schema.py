@@ -247,6 +247,35 @@ def test_run_engine_crash_and_timeout_restore_the_alarm(tiny_bpe_vocab):
     assert stats["A"].schemas == 2 and stats["B"].schemas == 1
 
 
+class _LoggedEngine(_FakeEngine):
+    def __init__(self, name: str, log: list):
+        self.name, self.log = name, log
+
+    def compile(self, parsed):
+        self.log.append((self.name, parsed))
+        return super().compile(parsed)
+
+
+def test_run_engines_interleaves_schemas_and_turns_who_goes_first(tiny_bpe_vocab):
+    """Every engine runs a schema before any runs the next, and the first one turns, so a
+    machine slowing down over the run slows both alike."""
+    log: list = []
+    engines = {name: _LoggedEngine(name, log) for name in ("a", "b", "c")}
+    for engine in engines.values():
+        engine.prepare("", tiny_bpe_vocab)
+    records = [{"id": f"S---{i}", "schema": {}, "tests": [{"data": i, "valid": True}]}
+               for i in range(4)]
+    runs = mb.run_engines(engines, tiny_bpe_vocab, records, timeout_s=None)
+    assert log == [("a", "S---0"), ("b", "S---0"), ("c", "S---0"),
+                   ("b", "S---1"), ("c", "S---1"), ("a", "S---1"),
+                   ("c", "S---2"), ("a", "S---2"), ("b", "S---2"),
+                   ("a", "S---3"), ("b", "S---3"), ("c", "S---3")]
+    for run in runs.values():  # each engine's rows and stats are its own, in record order
+        assert [r.id for r in run.rows] == [r["id"] for r in records]
+        assert run.stats["total"].passing == run.stats["S"].passing == 4
+        assert run.wall_s > 0
+
+
 def test_keyword_of():
     from automask.bench.peers import PeerError
     from automask.errors import LimitExceeded, UnsupportedFeature

@@ -261,19 +261,56 @@ def run_engine(engine: Engine, vocab, records: Iterable[dict], *, timeout_s: flo
     result for that schema, never the end of the run. ``details``, when
     given, receives one :class:`SchemaResult` per schema, in order.
     """
-    stats: dict[str, SplitStats] = {"total": SplitStats()}
+    runs = run_engines({"engine": engine}, vocab, records, timeout_s=timeout_s,
+                       progress=progress)
+    if details is not None:
+        details.extend(runs["engine"].rows)
+    return runs["engine"].stats
+
+
+@dataclass
+class EngineRun:
+    """One engine's results in a run: stats per split, a row per schema, its own seconds."""
+
+    stats: dict[str, SplitStats] = field(default_factory=lambda: {"total": SplitStats()})
+    rows: list[SchemaResult] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def run_engines(engines: dict[str, Engine], vocab, records: Iterable[dict], *,
+                timeout_s: float | None = 10.0,
+                progress: Callable[[int], Any] | None = None) -> dict[str, EngineRun]:
+    """Run the protocol for every (prepared) engine, schema by schema.
+
+    Each schema is run by every engine before the next one, the engine going
+    first turning with each schema: a machine whose speed drifts over a long
+    run (a shared or throttled one drifts by tens of percent) then slows all
+    engines alike, and their ratios stay true where their absolute figures
+    may not. One engine run after the other would put each on its own stretch
+    of the machine's time.
+    """
+    runs = {name: EngineRun() for name in engines}
     encoded_cache: dict[str, tuple[int, ...]] = {}  # tuples of ints: untracked
-    bitmask = engine.allocate_bitmask()
-    row = bitmask[0] if bitmask.ndim == 2 else bitmask
-    for n, record in enumerate(records):
+    bitmasks = {}
+    for name, engine in engines.items():
+        bitmask = engine.allocate_bitmask()
+        bitmasks[name] = bitmask, bitmask[0] if bitmask.ndim == 2 else bitmask
+    order = list(engines)
+    for n, record in enumerate(records if order else ()):
         if progress:
             progress(n)
-        result = run_schema(engine, vocab, record, bitmask, row, encoded_cache, timeout_s)
-        stats["total"].add(result)
-        stats.setdefault(result.split, SplitStats()).add(result)
-        if details is not None:
-            details.append(result)
-    return stats
+        turn = n % len(order)
+        for name in order[turn:] + order[:turn]:
+            run = runs[name]
+            bitmask, row = bitmasks[name]
+            t0 = time.perf_counter()
+            result = run_schema(engines[name], vocab, record, bitmask, row, encoded_cache,
+                                timeout_s)
+            run.wall_s += time.perf_counter() - t0
+            run.stats["total"].add(result)
+            run.stats.setdefault(result.split, SplitStats()).add(result)
+            run.rows.append(result)
+    return runs
 
 
 def run_schema(engine: Engine, vocab, record: dict, bitmask, row,
@@ -490,13 +527,13 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
         except PeerError as e:
             engines.append((name, None, str(e)))
 
-    details: dict[str, list[SchemaResult]] = {}
+    ready: dict[str, Engine] = {}
+    entries: dict[str, dict[str, Any]] = {}
     for name, engine, error in engines:
         entry: dict[str, Any] = {"engine": name, "version": None, "options": None,
                                  "error": error, "prepare_ms": None, "wall_s": None,
                                  "splits": None, "schemas": None}
         result["engines"].append(entry)
-        p("")
         if engine is not None:
             entry["version"], entry["options"] = engine.version, engine.options
             try:
@@ -510,21 +547,28 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
             continue
         p(f"== {name} {entry['version']}  options {json.dumps(entry['options'])}  "
           f"prepare {entry['prepare_ms']:.0f} ms")
-        bar = Progress(name, len(records), progress_stream)
-        rows: list[SchemaResult] = []
-        t0 = time.perf_counter()
-        try:
-            stats = run_engine(engine, vocab, records, timeout_s=timeout_s,
-                               progress=bar.update, details=rows)
-        finally:
-            bar.close()
-        entry["wall_s"] = time.perf_counter() - t0
-        entry["splits"] = ordered_summaries(stats)
-        entry["schemas"] = [r.as_dict() for r in rows]
-        details[name] = rows
+        ready[name] = engine
+        entries[name] = entry
+    if len(ready) > 1:
+        p("engines interleaved: each schema is run by each engine in turn")
+
+    bar = Progress(" + ".join(ready), len(records), progress_stream)
+    try:
+        runs = run_engines(ready, vocab, records, timeout_s=timeout_s, progress=bar.update)
+    finally:
+        bar.close()
+    details: dict[str, list[SchemaResult]] = {}
+    for name, run in runs.items():
+        entry = entries[name]
+        entry["wall_s"] = run.wall_s
+        entry["splits"] = ordered_summaries(run.stats)
+        entry["schemas"] = [r.as_dict() for r in run.rows]
+        details[name] = run.rows
+        p("")
+        p(f"== {name}")
         p(format_table({name: entry["splits"]}))
         p(f"wall {entry['wall_s']:.1f} s")
-        _print_problems(p, name, stats["total"], rows)
+        _print_problems(p, name, run.stats["total"], run.rows)
 
     ours = details.get("automask")
     if ours is not None:
