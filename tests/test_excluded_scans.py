@@ -47,6 +47,11 @@ def test_except_bodies_are_recognized():
     assert excluded.except_body(found.plain) is None  # nothing left out
     # the empty name: a row closing the text at once is a candidate
     assert excluded.except_body(_body([""])).first & (1 << ord('"'))
+    # a key before its opening quote: the same body behind a literal
+    quoted = excluded.except_body(rx.concat(QUOTE, _body(["ab", "x"])))
+    assert quoted.prefix == b'"' and found.prefix == b""
+    assert quoted.plain is rx.concat(QUOTE, found.plain)
+    assert (quoted.first, quoted.tail) == (found.first, found.tail)
 
 
 def _same_masks_both_ways(vocab, monkeypatch):
@@ -59,12 +64,12 @@ def _same_masks_both_ways(vocab, monkeypatch):
         inside, walked = scan(self.root, self.runtime.lexer, state)
         assert np.array_equal(self._inside_rows(part), inside)
         assert _groups(self.root, crossing) == _groups(self.root, walked)
-        used.append(own)
+        used.append(body.prefix)
         return part, crossing, own
 
     monkeypatch.setattr(masks.MaskComputer, "_except_scan", checked)
     derived = masks_along(vocab, SCHEMA, INSTANCES)
-    assert len(used) >= 5
+    assert len(used) >= 5 and b'"' in used and b"" in used  # keys' starts and their rests
     monkeypatch.setattr(excluded, "except_body", lambda node: None)
     assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES))
 

@@ -8,11 +8,14 @@ unless the text it closes (before the tail) is one of the names: then it is
 dead. So the scan is the plain body's, shared by every schema, with those
 few rows taken out, instead of a walk of the vocabulary for every object.
 The rows that could close a name are picked by their first byte and stepped
-through the real lexer state, so what is taken out is exact.
+through the real lexer state, so what is taken out is exact. A literal
+before the text (the key's opening quote, when the key starts an object or
+follows a comma) changes nothing but where that first byte is.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import NamedTuple
 
 import numpy as np
@@ -24,15 +27,21 @@ from automask.regex import utf8
 
 
 class ExceptBody(NamedTuple):
-    """``enc(text except words) tail``: the plain body it differs from, and where."""
+    """``prefix enc(text except words) tail``: the plain body it differs from, and where."""
 
-    plain: rx.Node  # enc(any text) tail
-    first: int      # bytes that can begin a row closing a left-out word (bitmask)
+    plain: rx.Node  # prefix enc(any text) tail
+    first: int      # bytes that can begin the text of a row closing a left-out word (bitmask)
     tail: int       # bytes that can begin the tail (bitmask)
+    prefix: bytes   # the literal before the text
 
 
 def except_body(node: rx.Node) -> ExceptBody | None:
     """``node`` as an except-body whose scan can be read off the plain one, or None."""
+    prefix = bytearray()
+    while node.kind == rx.K_CONCAT and node.a.kind == rx.K_BYTES and not node.a.bits & (
+            node.a.bits - 1):  # one byte
+        prefix.append(node.a.bits.bit_length() - 1)
+        node = node.b
     if node.kind != rx.K_CONCAT or node.a.kind != rx.K_ENC or node.a.hi != 0:
         return None
     enc, tail = node.a, node.b
@@ -50,17 +59,30 @@ def except_body(node: rx.Node) -> ExceptBody | None:
             first |= sum(1 << spelling[0] for spelling in code.words[word.encode()[0]])
         else:
             first |= tail_first  # the empty text: the row closes it at once
-    plain = rx.concat(rx.encoded(rx.star(utf8.any_char()), code), tail)
-    return ExceptBody(plain, first, tail_first)
+    plain = rx.concat(rx.literal(bytes(prefix)), rx.encoded(rx.star(utf8.any_char()), code),
+                      tail)
+    return ExceptBody(plain, first, tail_first, bytes(prefix))
 
 
 def dying_rows(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
-               holding_tail: np.ndarray) -> list[int]:
+               holding_tail: np.ndarray | None) -> list[int]:
     """Rows that may be inside the plain body but die in ``state``: those closing a
     left-out word within the tail (a key's ``name"``). ``holding_tail``: per row,
-    whether it holds a byte that can begin the tail (see :func:`rows_holding`)."""
+    whether it holds a byte that can begin the tail (see :func:`rows_holding`); not
+    used under a prefix, where the few rows starting with it are looked at one by one."""
     trie, texts = root.trie, root.texts()
     dead = []
+    if body.prefix:
+        k = len(body.prefix)
+        i = bisect_left(texts, body.prefix)
+        while i < len(texts) and texts[i].startswith(body.prefix):
+            text = texts[i]
+            if (len(text) > k and body.first >> text[k] & 1
+                    and any(body.tail >> b & 1 for b in text[k:])
+                    and not lexer.walk(state, text)):
+                dead.append(i)
+            i += 1
+        return dead
     for node in np.flatnonzero(byte_lut(body.first)[trie.byte[1]]).tolist():
         lo, hi = int(trie.start[1][node]), int(trie.end[1][node])
         for r in (lo + np.flatnonzero(holding_tail[lo:hi])).tolist():
@@ -77,9 +99,9 @@ def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: Excep
     first_ok = byte_lut(body.first)
     texts = root.texts()
     out = []
-    for after, child in crossing:
+    for after, child in crossing:  # (a row crossing after the tail holds the whole prefix)
         rows = child.parent_rows
-        picked = np.flatnonzero(first_ok[root.flat[root.offsets[rows]]])
+        picked = np.flatnonzero(first_ok[root.flat[root.offsets[rows] + len(body.prefix)]])
         skips = (child.offsets[picked] - root.offsets[rows[picked]]).tolist()
         gone = [i for i, r, k in zip(picked.tolist(), rows[picked].tolist(), skips, strict=True)
                 if not lexer.walk(state, texts[r][:k])]

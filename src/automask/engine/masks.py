@@ -304,9 +304,9 @@ class MaskComputer:
         lexer, root = self.runtime.lexer, self.root
         part, crossing = self._shared_scan(root, lexer.single(lex, body.plain), finish, True,
                                            rx.FULL_BITS)
-        holding = _shared_scans(root).made(("rows holding", body.tail),
-                                           lambda: excluded.rows_holding(root, body.tail),
-                                           lambda found: found.nbytes)
+        holding = None if body.prefix else _shared_scans(root).made(
+            ("rows holding", body.tail), lambda: excluded.rows_holding(root, body.tail),
+            lambda found: found.nbytes)
         dead = excluded.dying_rows(root, lexer, state, body, holding)
         crossing = excluded.drop_closed_words(root, lexer, state, body, crossing)
         if not dead:
