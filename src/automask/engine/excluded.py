@@ -15,7 +15,6 @@ follows a comma) changes nothing but where that first byte is.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import NamedTuple
 
 import numpy as np
@@ -74,14 +73,12 @@ def dying_rows(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
     dead = []
     if body.prefix:
         k = len(body.prefix)
-        i = bisect_left(texts, body.prefix)
-        while i < len(texts) and texts[i].startswith(body.prefix):
-            text = texts[i]
+        for r in trie.rows_with_prefix(body.prefix):
+            text = texts[r]
             if (len(text) > k and body.first >> text[k] & 1
                     and any(body.tail >> b & 1 for b in text[k:])
                     and not lexer.walk(state, text)):
-                dead.append(i)
-            i += 1
+                dead.append(r)
         return dead
     for node in np.flatnonzero(byte_lut(body.first)[trie.byte[1]]).tolist():
         lo, hi = int(trie.start[1][node]), int(trie.end[1][node])
