@@ -1,12 +1,13 @@
-"""A cached mask's sparse part is packed two ways (plain Python for a few ids, NumPy
-for many); both must write exactly the bits of their ids, over a dense part or not."""
+"""A cached mask's sparse part is packed three ways (plain Python for a few ids, a sort
+for more, a bool per id for many); each must write exactly the bits of its ids, over a
+dense part or not."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from automask.engine.masks import SMALL_MASK_IDS, Mask
+from automask.engine.masks import PACKED_MASK_IDS, SMALL_MASK_IDS, Mask
 from automask.engine.tokens import pack_bool
 
 VOCAB = 4_000
@@ -22,9 +23,10 @@ def _reference(ids: np.ndarray, dense: tuple[np.ndarray, ...]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("count", [0, 1, 2, SMALL_MASK_IDS - 1, SMALL_MASK_IDS,
-                                   SMALL_MASK_IDS + 1, 600])
+                                   SMALL_MASK_IDS + 1, 600, PACKED_MASK_IDS - 1,
+                                   PACKED_MASK_IDS, 3_000])
 @pytest.mark.parametrize("with_dense", [False, True])
-def test_both_packings_write_exactly_their_ids(count, with_dense):
+def test_every_packing_writes_exactly_its_ids(count, with_dense):
     rng = np.random.default_rng(count * 2 + with_dense)
     ids = rng.integers(0, VOCAB, size=count)  # unsorted, with repeats
     if count >= 4:

@@ -4,6 +4,8 @@
   name, then its colon) is scanned along one path of the trie, and the few
   tokens going on past it stepped one by one; compared with the breadth-first
   walk of the whole vocabulary on real and trained tokenizers.
+* :func:`prefix_rows` (the bisection under both, and under key scans of
+  suffix sets) against a plain filter of the sorted strings.
 * :func:`scan_finite`: a lexeme state matching a few strings (an enum value)
   is scanned over a canonical suffix set by bisection; compared with the
   general walk of the same set, with FOLLOW pruning.
@@ -15,6 +17,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -24,6 +28,7 @@ from automask.engine.lexer import LexerDFA
 from automask.engine.tokens import (
     SMALL_SET,
     canonical_set,
+    prefix_rows,
     scan,
     scan_finite,
     scan_prefixed,
@@ -77,7 +82,11 @@ def _compare(vocab: Vocabulary, node: rx.Node) -> tuple[int, int] | None:
         going_on = sum(t.startswith(text) and t != text for t in root.texts())
         assert going_on > SMALL_SET
         return None
-    return int(found[0].sum()), _same_as_walk(found, root, lexer, state, text)
+    rows, crossing = found  # the inside part as rows: few, and no array as long as the vocabulary
+    assert rows.dtype == np.int32 and np.all(np.diff(rows) > 0)
+    inside = np.zeros(root.n, dtype=bool)
+    inside[rows] = True
+    return len(rows), _same_as_walk((inside, crossing), root, lexer, state, text)
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -215,3 +224,32 @@ def test_whole_level_walk_matches_the_live_node_walk_on_llama(shared_data, monke
     vocab = Vocabulary.from_file(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json")
     for node in _text_nodes():
         _both_walks(vocab, node, monkeypatch)
+
+
+@pytest.mark.parametrize("text", [b"", b"a", b"ab", b"abc", b"b", b"\xff", b"a\xff", b"\xff\xff",
+                                  b"zz", b"\x00"])
+def test_prefix_rows_matches_a_filter(text):
+    texts = tuple(sorted({b"a", b"ab", b"abc", b"abd", b"ac", b"b", b"a\xff", b"a\xff\xff",
+                          b"\xff", b"\xff\xff", b"\xff\xff\x01", b"\x00", b"zzz"}))
+    prefixes, longer = prefix_rows(texts, text)
+    assert prefixes == [i for i, t in enumerate(texts) if t and text.startswith(t)]
+    assert list(longer) == [i for i, t in enumerate(texts) if t.startswith(text)]
+
+
+@pytest.mark.parametrize("value", ["name", "émoji", "", "a b", "a/b", 'say "hi"', "tab\there",
+                                   "back\\slash"])
+def test_literal_string_node_matches_the_json_spellings(value):
+    """Names JSON spells only as themselves are one chain of bytes (its derivatives are
+    its own suffixes); the others are encoded with their escapes. Both match exactly
+    the spellings the JSON string code gives, with what follows them built in."""
+    node = literal_string_node(value, COLON)
+    written = json.dumps(value, ensure_ascii=False).encode()
+    assert rx.matches(node, written + b" : ")
+    assert not rx.matches(node, written)  # the colon is part of it
+    assert not rx.matches(node, written[:-1] + b'x":')
+    if "/" in value:  # a slash is written as itself or escaped
+        assert rx.matches(node, written.replace(b"/", b"\\/") + b":")
+    plain = not any(c in value for c in '"\\/\t')
+    if plain:
+        assert rx.derive(node, ord('"')) is node.b  # no new node per byte
+        assert rx.forced_prefix(node) == written

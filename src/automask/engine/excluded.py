@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from automask.engine.lexer import LexerDFA, byte_lut
-from automask.engine.tokens import RootTokens, TokenSet
+from automask.engine.tokens import RootTokens, TokenSet, prefix_rows
 from automask.regex import nodes as rx
 from automask.regex import utf8
 
@@ -73,7 +73,7 @@ def dying_rows(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
     dead = []
     if body.prefix:
         k = len(body.prefix)
-        for r in trie.rows_with_prefix(body.prefix):
+        for r in prefix_rows(texts, body.prefix)[1]:
             text = texts[r]
             if (len(text) > k and body.first >> text[k] & 1
                     and any(body.tail >> b & 1 for b in text[k:])

@@ -42,7 +42,8 @@ SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not p
 SPLIT_MAX = 16  # child-set scans keep lexer states of more lexemes whole (see _threads)
 REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when they cover this many
 MAX_UNSURE_ROWS = 256  # a bounded scan checks at most this many rows near the bound one by one
-SMALL_MASK_IDS = 48  # a mask's sparse part up to this many ids is packed in plain Python
+SMALL_MASK_IDS = 16  # a mask's sparse part up to this many ids is packed in plain Python
+PACKED_MASK_IDS = 800  # ... from this many, through a bool per id (a sort costs more)
 
 
 class BoundedCache(dict):
@@ -113,6 +114,14 @@ class Mask:
             self.word_val = np.array([bits[w] for w in words], dtype=np.uint32)
             self.empty = not dense and not words
             return
+        if len(ids) >= PACKED_MASK_IDS:  # packbits over every id up to the last one
+            allowed = np.zeros(((int(ids.max()) >> 5) + 1) * 32, dtype=bool)
+            allowed[ids] = True
+            words = np.packbits(allowed, bitorder="little").view("<u4")
+            self.word_idx = np.flatnonzero(words).astype(np.int32)
+            self.word_val = words[self.word_idx]
+            self.empty = False
+            return
         ids = np.sort(ids)  # repeated ids are fine: their bits are ORed
         words = ids >> 5
         change = np.empty(len(words), dtype=bool)
@@ -178,7 +187,12 @@ class MaskComputer:
         return found
 
     def _pack_inside(self, inside: np.ndarray) -> np.ndarray:
-        if np.count_nonzero(inside) > SPARSE_INSIDE:
+        """A root scan's inside rows (a bool per row, or the rows: int32) as the part
+        :meth:`root_scan` describes."""
+        if inside.dtype == np.int32:
+            part = inside if len(inside) <= SPARSE_INSIDE else self.root.pack_rows(
+                self._inside_rows(inside))
+        elif np.count_nonzero(inside) > SPARSE_INSIDE:
             part = self.root.pack_rows(inside)
         else:
             part = np.flatnonzero(inside).astype(np.int32)

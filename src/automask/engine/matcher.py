@@ -9,6 +9,7 @@ import numpy as np
 from automask.budget import time_budget
 from automask.engine.compiled import CompiledGrammar
 from automask.engine.state import Config
+from automask.engine.tokens import prefix_rows
 from automask.errors import NoLegalContinuation, VocabularyError
 from automask.gc_pause import paused_gc
 
@@ -210,7 +211,7 @@ class Matcher:
             return False
         root = self.compiled.root
         last = self._tokens[tokens[-1]]
-        rows = root.trie.rows_with_prefix(last)
+        rows = prefix_rows(root.texts(), last)[1]
         longer = [r for r in rows if int(root.lengths[r]) > len(last)]
         if not longer:
             return True

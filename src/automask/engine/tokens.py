@@ -123,6 +123,28 @@ def canonical_set(strings: tuple[bytes, ...]) -> TokenSet:
     return found
 
 
+def prefix_rows(texts: tuple[bytes, ...], text: bytes) -> tuple[list[int], range]:
+    """In sorted, distinct ``texts`` (a root or canonical set): the rows that are
+    prefixes of ``text`` (``text`` itself included, shortest first), and the rows
+    that start with ``text`` (one range, sorting makes them contiguous).
+
+    By bisection, each prefix's rows inside the last one's: a key of 40 bytes
+    costs the few bisections until no row starts with its prefix, not a step
+    per byte, and no array as long as the vocabulary.
+    """
+    n, lo, found = len(texts), 0, []
+    for k in range(1, len(text) + 1):
+        head = text[:k]
+        lo = bisect_left(texts, head, lo)
+        if lo == n or not texts[lo].startswith(head):
+            return found, range(lo, lo)
+        if len(texts[lo]) == k:
+            found.append(lo)
+    above = text.rstrip(b"\xff")  # the least string past every one starting with text
+    hi = n if not above else bisect_left(texts, above[:-1] + bytes((above[-1] + 1,)), lo)
+    return found, range(lo, hi)
+
+
 class RootTokens(TokenSet):
     """The distinct byte strings of a vocabulary's ordinary tokens, with their ids."""
 
@@ -246,26 +268,6 @@ class PrefixTrie:
         self.end_nodes = [np.flatnonzero(e).astype(np.int32) for e in self.ends]
         self.end_rows = [s[e] for s, e in zip(self.start, self.end_nodes, strict=True)]
 
-    def path(self, data: bytes) -> list[int]:
-        """The trie node of each prefix of ``data`` that some token starts with
-        (depths 0, 1, ...): all ``len(data) + 1`` of them when a token starts with ``data``."""
-        nodes = [0]
-        for d, b in enumerate(data):
-            lo, hi = int(self.kid_lo[d][nodes[-1]]), int(self.kid_hi[d][nodes[-1]])
-            i = lo + int(np.searchsorted(self.byte[d + 1][lo:hi], b))
-            if i >= hi or self.byte[d + 1][i] != b:
-                break
-            nodes.append(i)
-        return nodes
-
-    def rows_with_prefix(self, data: bytes) -> range:
-        """The rows whose bytes start with ``data`` (sorted order makes them a range)."""
-        nodes = self.path(data)
-        if len(nodes) <= len(data):
-            return range(0)
-        level = len(data)
-        return range(int(self.start[level][nodes[-1]]), int(self.end[level][nodes[-1]]))
-
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for level in (self.start, self.end, self.byte, self.ends,
@@ -363,37 +365,31 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
                 ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]] | None:
     """:func:`scan` of a state that must read ``text`` first (:func:`rx.forced_prefix`),
     without pruning; None where too many tokens go on past ``text`` (a walk is cheaper).
+    The inside part is returned as rows (int32), not a bool per row: there are few.
 
     The inside tokens are the prefixes of ``text``; the ones going on past it
     start with all of it (sorted rows: one range). Where the lexeme ends at the
     end of ``text`` they cross there, in one group; otherwise each is stepped on.
-    One path down the trie instead of a walk of every token sharing a first byte
+    A few bisections instead of a walk of every token sharing a first byte
     with it, and no lexer state made for ``text`` unless some token goes past it.
     """
-    trie = tokens.trie
-    inside = np.zeros(tokens.n, dtype=bool)
     if not text:  # nothing forced: a walk, unless the lexeme has ended (no token goes on)
-        return None if lexer.can_continue(start) else (inside, [])
-    nodes = trie.path(text)
-    for d in range(1, len(nodes)):  # the tokens that are prefixes of text
-        if trie.ends[d][nodes[d]]:
-            inside[trie.start[d][nodes[d]]] = True
-    if len(nodes) <= len(text):
-        return inside, []
-    level, node = len(text), nodes[-1]
-    first, last = int(trie.start[level][node]), int(trie.end[level][node])
-    if trie.ends[level][node]:
+        return None if lexer.can_continue(start) else (np.zeros(0, dtype=np.int32), [])
+    texts = tokens.texts()
+    inside, longer = prefix_rows(texts, text)
+    first, last, level = longer.start, longer.stop, len(text)
+    if inside and inside[-1] == first:
         first += 1  # the row equal to text: inside
     if first >= last:
-        return inside, []
+        return np.array(inside, dtype=np.int32), []
     end = lexer.walk(start, text)
     if lexer.accepts[end] and not lexer.can_continue(end):
         rows = np.arange(first, last, dtype=np.int32)
-        return inside, [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))]
+        return (np.array(inside, dtype=np.int32),
+                [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))])
     if last - first > SMALL_SET:
         return None
     groups: dict[int, tuple[list[int], list[int]]] = {}
-    texts = tokens.texts()
     for r in range(first, last):
         sid, data = end, texts[r]
         ended = (end, level) if lexer.accepts[end] else None
@@ -404,14 +400,14 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
             if ended is None and j + 1 < len(data) and lexer.accepts[sid]:
                 ended = (sid, j + 1)  # the first point where a lexeme may end
         if sid:
-            inside[r] = True  # consumed inside the lexeme (whatever ends it passed)
+            inside.append(r)  # consumed inside the lexeme (whatever ends it passed)
         elif ended is not None:
             rows, skips = groups.setdefault(ended[0], ([], []))
             rows.append(r)
             skips.append(ended[1])
-    return inside, [(state, tokens.child(np.array(rows, dtype=np.int32),
-                                         np.array(skips, dtype=np.int32)))
-                    for state, (rows, skips) in groups.items()]
+    return np.array(inside, dtype=np.int32), [
+        (state, tokens.child(np.array(rows, dtype=np.int32), np.array(skips, dtype=np.int32)))
+        for state, (rows, skips) in groups.items()]
 
 
 def scan_prefixed(tokens: TokenSet, lexer: LexerDFA, start: int, text: bytes
@@ -423,17 +419,10 @@ def scan_prefixed(tokens: TokenSet, lexer: LexerDFA, start: int, text: bytes
     other dies at its first byte off ``text``): found by bisection, and walked.
     A key's state with its colon after it, met by the suffixes after a comma.
     """
-    texts, n = tokens.texts(), tokens.n
-    rows = []
-    for k in range(1, len(text)):
-        i = bisect_left(texts, text[:k])
-        if i < n and texts[i] == text[:k]:
-            rows.append(i)
-    i = bisect_left(texts, text)
-    while i < n and texts[i].startswith(text):
-        rows.append(i)
-        i += 1
-    inside = np.zeros(n, dtype=bool)
+    texts = tokens.texts()
+    prefixes, longer = prefix_rows(texts, text)
+    rows = [r for r in prefixes if r < longer.start] + list(longer)
+    inside = np.zeros(tokens.n, dtype=bool)
     return inside, _crossing(tokens, _walk_rows(tokens, lexer, start, inside, rows), inside)
 
 
@@ -447,25 +436,19 @@ def scan_finite(tokens: TokenSet, lexer: LexerDFA, start: int, strings: tuple[by
     string: the first end a walk would meet). Rows sharing a prefix are one
     range of a sorted set, so nothing else is looked at.
     """
-    texts, n = tokens.texts(), tokens.n
-    inside = np.zeros(n, dtype=bool)
-    for text in strings:
-        for k in range(1, len(text) + 1):
-            i = bisect_left(texts, text[:k])
-            if i < n and texts[i] == text[:k]:
-                inside[i] = True
+    texts = tokens.texts()
+    inside = np.zeros(tokens.n, dtype=bool)
+    found = {text: prefix_rows(texts, text) for text in strings}
+    for prefixes, _ in found.values():
+        inside[prefixes] = True
     taken: set[int] = set()
     groups: dict[int, list[tuple[list[int], int]]] = {}
     for text in sorted(strings, key=len):
         if not text:
             continue  # a walk looks for ends after a token's first byte
         size = len(text)
-        longer = []
-        i = bisect_left(texts, text)
-        while i < n and texts[i].startswith(text):
-            if len(texts[i]) > size and not inside[i] and i not in taken:
-                longer.append(i)
-            i += 1
+        longer = [i for i in found[text][1]
+                  if len(texts[i]) > size and not inside[i] and i not in taken]
         if not longer:  # most strings: no row goes on past them, and no state is made
             continue
         end = lexer.walk(start, text)

@@ -610,14 +610,17 @@ def clamp(node: Node, limit: int) -> Node:
         return _by_uid[uid]
     k = node.kind
     if k == K_CONCAT:  # along the right spine without recursion: literals are long chains
-        spine = []
+        spine, chain = [], []
         n = node
         while n.kind == K_CONCAT and (n.uid, limit) not in _clamped:
             spine.append(n.a)
+            chain.append(n)
             n = n.b
         out = clamp(n, limit)
-        for part in reversed(spine):
+        for part, whole in zip(reversed(spine), reversed(chain), strict=True):
             out = _concat2(clamp(part, limit), out)
+            if len(_clamped) < 1_000_000:  # a literal's derivatives are its suffixes: met next
+                _clamped[(whole.uid, limit)] = out.uid
     elif k == K_ALT:
         out = alt_of(clamp(m, limit) for m in node.items)
     elif k == K_REPEAT:
@@ -878,9 +881,13 @@ def _finite_set(node: Node, limit: int) -> set[bytes] | None:
         texts = finite_strings(node.a, limit)
         if texts is None:
             return None
-        words = _codes[node.lo].words
+        code = _codes[node.lo]
+        words = code.words
         out = set()
         for text in texts:
+            if not text.translate(None, code.plain):  # (most texts: at C speed)
+                out.add(text)
+                continue
             spellings = [words.get(c, ()) for c in text]
             if sum(len(w) != 1 for w in spellings) > 1 or not all(spellings):
                 return None  # a few spellings for one character at most (or no spelling)
@@ -1030,6 +1037,8 @@ class Code:
             if self.done[c] == (b,) and not self.children[c]:
                 identity |= 1 << b
         self.identity = identity
+        #: the bytes whose one spelling is themselves (a text of only these spells as itself)
+        self.plain = bytes(b for b, w in self.words.items() if w == (bytes((b,)),))
         self.root_cuts = ((identity ^ (identity << 1)) & FULL_BITS) | 1
         for b in range(256):
             if not (identity >> b) & 1:

@@ -48,7 +48,6 @@ from automask.schema.json_text import (
     JsonPieces,
     Layout,
     literal_node,
-    literal_string_node,
     separated,
     string_node,
 )
@@ -801,7 +800,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                     result = _repeat_with_sep(extra_member, js.item_sep(), lo, hi)
             else:
                 name, value, req = declared[i]
-                member = js.member(literal_string_node(name), value)
+                member = js.member(name, value)
                 head = member if first else Seq((js.item_sep(), member))
                 nxt = min(n + 1, cap) if max_p is not None or min_p else n
                 if max_p is not None and n + 1 > max_p:

@@ -49,8 +49,21 @@ def string_node(content: rx.Node) -> rx.Node:
     return rx.concat(QUOTE, rx.encoded(content, JSON_STRING_CODE), QUOTE)
 
 
-def literal_string_node(value: str) -> rx.Node:
-    return string_node(utf8.literal_text(value))
+def literal_string_node(value: str, after: rx.Node = rx.EPS) -> rx.Node:
+    """The JSON string ``value`` (with any escapes), then ``after``.
+
+    A text that JSON spells only as itself (no quote, backslash, slash or control
+    character: most keys and enum values) is one chain of bytes, ``after`` built
+    in: its derivatives are its own suffixes, so stepping through a key makes
+    no new nodes, and a chain joined to ``after`` later would be rebuilt.
+    """
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: literal_text reports it
+        data = None
+    if data is not None and not data.translate(None, JSON_STRING_CODE.plain):
+        return rx.concat(*(rx.byte_set(1 << b) for b in b'"%s"' % data), after)
+    return rx.concat(string_node(utf8.literal_text(value)), after)
 
 
 INTEGER_TEXT = r"-?(0|[1-9][0-9]*)"
@@ -90,6 +103,7 @@ class JsonPieces:
         self.rules = rules
         self.prefix = prefix
         self._any: Ref | None = None
+        self._key_lexemes: dict[str, rx.Node] = {}
 
     def ws(self) -> Terminal:
         return Terminal(self.layout.ws)
@@ -97,11 +111,17 @@ class JsonPieces:
     def item_sep(self) -> Terminal:
         return Terminal(self.layout.item_sep)
 
-    def member(self, key: rx.Node, value: Expr) -> Seq:
+    def member(self, key: rx.Node | str, value: Expr) -> Seq:
         """``key ws : ws value``, the key and its colon one lexeme: a token such as
         ``": "`` stays inside it, so a key costs the parser one step, not two, and
-        a mask after a key decides no tokens crossing into the colon."""
-        return Seq((Terminal(rx.concat(key, self.layout.key_sep)), value))
+        a mask after a key decides no tokens crossing into the colon. ``key``: a
+        string node, or a declared name (its lexeme built once per name)."""
+        if isinstance(key, rx.Node):
+            return Seq((Terminal(rx.concat(key, self.layout.key_sep)), value))
+        lexeme = self._key_lexemes.get(key)
+        if lexeme is None:
+            lexeme = self._key_lexemes[key] = literal_string_node(key, self.layout.key_sep)
+        return Seq((Terminal(lexeme), value))
 
     def any_value(self) -> Ref:
         """Any JSON value (a rule, built once)."""
@@ -138,7 +158,7 @@ class JsonPieces:
     def value(self, value) -> Expr:
         """Exactly the JSON value ``value`` (numbers by value, strings with any escapes)."""
         if isinstance(value, dict):
-            members = [self.member(literal_string_node(k), self.value(v))
+            members = [self.member(k, self.value(v))
                        for k, v in value.items()]
             return self.enclose("{", _join(members, self.item_sep()), "}", empty=False)
         if isinstance(value, list):
