@@ -235,44 +235,52 @@ class Parser:
         t = self.t
         nxt_sym, nullable, lhs, prediction = t.next_symbol, t.nullable, t.lhs, t.prediction
         # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set).
+        # Adding one is written out where it happens (no helper call: this loop is hot).
         items: dict[int, EarleySet | None] = {}
         agenda: list[tuple[int, EarleySet | None]] = []
+        push, pop = agenda.append, agenda.pop
         predicted: set[int] = set()
-        top_done, accepting = t.top_done, False
-
-        def add(core: int, origin: EarleySet | None) -> None:
+        top_done, accepting, max_items = t.top_done, False, self.max_items
+        for core, origin in kernel:
             key = core if origin is None else core | (origin.uid + 1) << _ORIGIN_SHIFT
             if key not in items:
                 items[key] = origin
-                agenda.append((core, origin))
-
-        for core, origin in kernel:
-            add(core, origin)
+                push((core, origin))
         while agenda:
-            core, origin = agenda.pop()
+            core, origin = pop()
             sym = nxt_sym[core]
             if sym is None:
                 if core == top_done:  # the augmented start rule is complete
                     accepting = True
                 elif origin is not None:  # completion; self-origin ones: see nullability
-                    span = origin.by_symbol.get(-(lhs[core] + 1))
+                    span = origin.by_symbol.get(~lhs[core])
                     if span is not None:
                         waiting = origin.waiting
                         for i in range(span >> 32, span & _CORE_BITS, 2):
-                            add(waiting[i] + 1, waiting[i + 1] or origin)
+                            above = waiting[i + 1] or origin
+                            key = waiting[i] + 1 | (above.uid + 1) << _ORIGIN_SHIFT
+                            if key not in items:
+                                items[key] = above
+                                push((waiting[i] + 1, above))
+                        if len(items) > max_items:
+                            raise LimitExceeded(f"an Earley set exceeds {max_items} items")
             elif sym < 0:
-                nt = -sym - 1
+                nt = ~sym
                 if nt not in predicted:
                     # its items start here: an int key each (the core), no origin to follow
                     cores, nts = prediction(nt)
                     predicted.update(nts)
                     items.update(cores)
+                    if len(items) > max_items:
+                        raise LimitExceeded(f"an Earley set exceeds {max_items} items")
                 if nullable[nt]:
-                    add(core + 1, origin)
-            if len(items) > self.max_items:
-                raise LimitExceeded(f"an Earley set exceeds {self.max_items} items")
+                    key = core + 1 if origin is None else (
+                        core + 1 | (origin.uid + 1) << _ORIGIN_SHIFT)
+                    if key not in items:
+                        items[key] = origin
+                        push((core + 1, origin))
         # The identity of a set: its live items (those that can still consume input).
-        live = sorted(k for k in items if nxt_sym[k & _CORE_BITS] is not None)
+        live = sorted([k for k in items if nxt_sym[k & _CORE_BITS] is not None])
         key = array("q", [accepting] + live).tobytes()
         found = self._sets.get(key)
         if found is not None:

@@ -84,11 +84,16 @@ class LexerDFA:
                 raise LimitExceeded(f"lexer automaton exceeds {self.max_states} states")
             if sid >= len(self.accepting):
                 self._grow()
-            self.lexes.append(tuple(lex for lex, _ in members))
-            nodes = tuple(node for _, node in members)
+            if len(members) == 1:  # (most states: no generators)
+                lex, node = members[0]
+                lexes, nodes, acc = (lex,), (node,), (lex,) if node.nullable else ()
+            else:
+                lexes = tuple(lex for lex, _ in members)
+                nodes = tuple(node for _, node in members)
+                acc = tuple(lex for lex, node in members if node.nullable)
+            self.lexes.append(lexes)
             untrack(nodes)  # regex nodes refer to no lexer: in no cycle (see gc_pause)
             self.nodes.append(nodes)
-            acc = tuple(lex for lex, node in members if node.nullable)
             self.accepts.append(acc)
             self.accepting[sid] = bool(acc)
             self.rows.append(None)

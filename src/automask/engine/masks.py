@@ -97,14 +97,23 @@ class Mask:
 
     ``dense`` are the per-lexer-state inside masks (shared between all the
     configurations that use that lexer state); ``word_idx``/``word_val`` hold
-    the crossing tokens and EOS as (word, bits) pairs. Writing one into a
-    bitmask row is a copy, an OR per extra thread, and one fancy-indexed OR.
+    the crossing tokens and EOS as (word, value) pairs, each value the whole
+    word (the dense parts' bits there included). Writing one into a bitmask
+    row is a copy, an OR per extra thread, and one scatter of whole words.
     """
 
     __slots__ = ("dense", "word_idx", "word_val", "empty")
 
     def __init__(self, dense: tuple[np.ndarray, ...], ids: np.ndarray):
         self.dense = dense
+        self._pack(ids)
+        if dense and len(self.word_idx):  # whole words: written, not ORed, at each use
+            for part in dense:
+                self.word_val |= part[self.word_idx]
+
+    def _pack(self, ids: np.ndarray) -> None:
+        """``word_idx``/``word_val`` of the sparse ids, by whichever way is cheapest."""
+        dense = self.dense
         if len(ids) <= SMALL_MASK_IDS:  # a key, a few crossing tokens: NumPy's calls cost more
             bits: dict[int, int] = {}
             for i in ids.tolist():
@@ -140,14 +149,12 @@ class Mask:
     def write(self, out: np.ndarray) -> None:
         """Write the mask into ``out`` (uint32 words)."""
         if not self.dense:
-            out[:] = 0
-            out[self.word_idx] = self.word_val  # the words are distinct: no OR needed
-            return
-        np.copyto(out, self.dense[0])
-        for extra in self.dense[1:]:
-            np.bitwise_or(out, extra, out=out)
-        if len(self.word_idx):
-            out[self.word_idx] |= self.word_val
+            out.fill(0)
+        else:
+            np.copyto(out, self.dense[0])
+            for extra in self.dense[1:]:
+                np.bitwise_or(out, extra, out=out)
+        out.put(self.word_idx, self.word_val)  # distinct, whole words: no OR needed
 
 
 class MaskComputer:

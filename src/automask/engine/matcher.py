@@ -170,7 +170,8 @@ class Matcher:
             np.copyto(out, self.compiled.masks.eos_words)
         else:
             self._mask().write(out)
-        row[nwords:] = 0
+        if row.shape[0] > nwords:
+            row[nwords:] = 0
 
     def allowed_token_ids(self) -> np.ndarray:
         """The allowed token ids, ascending (for inspection and tests)."""

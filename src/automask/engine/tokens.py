@@ -416,14 +416,22 @@ def scan_prefixed(tokens: TokenSet, lexer: LexerDFA, start: int, text: bytes
     read ``text`` first (:func:`rx.forced_prefix`: no lexeme ends inside it), with pruning.
 
     Only the rows that are prefixes of ``text`` or start with it can live (any
-    other dies at its first byte off ``text``): found by bisection, and walked.
-    A key's state with its colon after it, met by the suffixes after a comma.
+    other dies at its first byte off ``text``): found by bisection. The prefixes
+    are inside, with no step taken (a lexeme cannot end before ``text`` does);
+    the rows going on past ``text`` are walked from the state after it. A key's
+    state with its colon after it, met by the suffixes after a comma: no lexer
+    state is made for the key's first bytes unless a token is seen going past.
     """
     texts = tokens.texts()
     prefixes, longer = prefix_rows(texts, text)
-    rows = [r for r in prefixes if r < longer.start] + list(longer)
     inside = np.zeros(tokens.n, dtype=bool)
-    return inside, _crossing(tokens, _walk_rows(tokens, lexer, start, inside, rows), inside)
+    inside[prefixes] = True
+    rows = [r for r in longer if len(texts[r]) > len(text)]
+    end = lexer.walk(start, text) if rows else 0
+    if not end:
+        return inside, []
+    return inside, _crossing(tokens, _walk_rows(tokens, lexer, end, inside, rows, len(text)),
+                             inside)
 
 
 def scan_finite(tokens: TokenSet, lexer: LexerDFA, start: int, strings: tuple[bytes, ...]
@@ -609,23 +617,26 @@ def _finish_in_python(tokens: RootTokens, lexer: LexerDFA, nodes: np.ndarray, st
 
 
 def _walk_rows(tokens: TokenSet, lexer: LexerDFA, start: int, inside: np.ndarray,
-               rows: list[int] | None = None) -> Groups:
+               rows: list[int] | None = None, skip: int = 0) -> Groups:
     """Byte by byte in Python, for a few rows (``rows``: only those, the others dead).
 
     Only the first bytes the rows hold are stepped from ``start``, not its whole
     row: a new key's or pattern's state met by a handful of suffixes (``"``,
-    ``,"``) derives one class, not every byte class of its regex.
+    ``,"``) derives one class, not every byte class of its regex. ``skip``: the
+    rows' first ``skip`` bytes (at least one) are read already, ``start`` is
+    the state after them, and no lexeme ended inside them.
     """
     found: dict[int, list[tuple[int, int]]] = {}
     step, accepts, texts = lexer.step, lexer.accepts, tokens.texts()
+    first = max(skip, 1)
     for r in range(len(texts)) if rows is None else rows:
         data = texts[r]
-        s = step(start, data[0])
+        s = start if skip else step(start, data[0])
         if not s:
             continue
         n = len(data)
         recorded = False
-        for j in range(1, n):
+        for j in range(first, n):
             if not recorded and accepts[s] and lexer.follow_ok(s)[data[j]]:
                 recorded = True
                 found.setdefault(s, []).append((r, j))
