@@ -147,3 +147,31 @@ def test_dropped_grammars_are_freed(tiny_bpe_vocab):
         tracemalloc.stop()
     # a leak of the Earley sets alone would be about 1.5x one grammar here; none is ~0.05x
     assert one > 0 and grown < one // 2, (one, grown)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+     "minProperties": 1, "additionalProperties": {"type": "boolean"}},
+    {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"},
+     "maxItems": 4},
+    {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True},
+    {"type": "array", "contains": {"const": 1}, "minContains": 1, "maxContains": 2},
+    {"type": "array", "contains": {"const": 1}, "items": {"type": "integer"},
+     "allOf": [{"contains": {"const": 2}, "maxContains": 1}], "maxContains": 3},
+])
+def test_schema_compiles_leave_no_cycles(schema):
+    """A compile's state is freed by reference counts when the grammar goes: a cycle (a
+    recursive closure holding itself) would leave it all to the cyclic collector, whose
+    pass over it lands in some later, unrelated step (a mask's time, in a server)."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        Grammar.from_json_schema(schema)
+        gc.collect()
+        left = [type(o).__module__ + "." + type(o).__qualname__ for o in gc.garbage
+                if type(o).__module__.startswith("automask")
+                or getattr(o, "__module__", "").startswith("automask")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert not left

@@ -179,6 +179,12 @@ def test_forced_prefix_is_what_every_match_starts_with():
     assert rx.forced_prefix(literal_string_node('say "hi"')) == b'"'
     # a chain of 3,000 concatenations (a long literal pattern): walked, not recursed
     assert rx.forced_prefix(rx.literal(b"x" * 3000)) == b"x" * 3000
+    # a chain's suffixes (its derivatives) are answered from the walk of the whole
+    node = rx.concat(rx.literal(b"qwerty"), DIGITS, rx.literal(b"z"))
+    assert rx.forced_prefix(node) == b"qwerty"
+    for k in range(1, 7):
+        node = rx.derive(node, node.a.bits.bit_length() - 1)
+        assert rx.forced_prefix(node) == b"qwerty"[k:]
 
 
 # ------------------------------------------------- whole-level stepping of the prefix trie

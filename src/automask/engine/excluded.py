@@ -24,6 +24,8 @@ from automask.engine.tokens import RootTokens, TokenSet, prefix_rows
 from automask.regex import nodes as rx
 from automask.regex import utf8
 
+MAX_PREFIX = 8  # a longer literal before the text is not read as an except-body (a plain scan)
+
 
 class ExceptBody(NamedTuple):
     """``prefix enc(text except words) tail``: the plain body it differs from, and where."""
@@ -39,6 +41,8 @@ def except_body(node: rx.Node) -> ExceptBody | None:
     prefix = bytearray()
     while node.kind == rx.K_CONCAT and node.a.kind == rx.K_BYTES and not node.a.bits & (
             node.a.bits - 1):  # one byte
+        if len(prefix) == MAX_PREFIX:
+            return None  # a long literal first (a key's name): scanned as such
         prefix.append(node.a.bits.bit_length() - 1)
         node = node.b
     if node.kind != rx.K_CONCAT or node.a.kind != rx.K_ENC or node.a.hi != 0:

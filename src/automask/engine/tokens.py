@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from automask.engine.lexer import LexerDFA
+from automask.gc_pause import untrack
 
 _uids = itertools.count()
 
@@ -53,6 +54,10 @@ class TokenSet:
                        + (0 if parent_rows is None else parent_rows.nbytes) + 120)
         self._texts: tuple[bytes, ...] | None = None
         self._canonical: tuple[TokenSet, np.ndarray] | None = None
+        # Arrays, bytes and another set (never this one: see canonical) only: in no
+        # cycle. Scans make thousands of child sets that caches keep for the run, and
+        # every collection would walk each one again (see gc_pause).
+        untrack(self)
 
     def texts(self) -> tuple[bytes, ...]:
         """The rows as Python bytes (made once; for walking a few rows in Python).
@@ -93,7 +98,9 @@ class TokenSet:
             distinct = sorted(set(texts))
             position = {t: i for i, t in enumerate(distinct)}
             index = np.fromiter((position[t] for t in texts), dtype=np.int64, count=self.n)
-            found = self._canonical = (canonical_set(tuple(distinct)), index)
+            found = (canonical_set(tuple(distinct)), index)
+            if found[0] is not self:  # (a canonical set holding itself would be a cycle)
+                self._canonical = found
         return found
 
     def row_bytes(self, row: int) -> bytes:

@@ -908,7 +908,7 @@ def forced_prefix(node: Node) -> bytes:
     colon and whitespace, which a token scan follows along one path of the trie."""
     found = _forced.get(node.uid)
     if found is None:
-        parts = []
+        parts, chain = [], []
         cur = node
         while cur.kind == K_CONCAT:  # iteratively: a long literal is a long chain
             head = finite_strings(cur.a, 1)
@@ -916,6 +916,7 @@ def forced_prefix(node: Node) -> bytes:
                 parts.append(forced_prefix(cur.a))
                 break
             parts.append(head[0])
+            chain.append(cur)
             cur = cur.b
         else:
             whole = finite_strings(cur, 1)
@@ -924,10 +925,14 @@ def forced_prefix(node: Node) -> bytes:
         found = b"".join(parts)
         if len(_forced) < 1_000_000:
             _forced[node.uid] = found
+            if len(chain) <= FORCED_CHAIN_MEMO:  # a key's derivatives are its suffixes: met next
+                for i in range(1, len(chain)):
+                    _forced[chain[i].uid] = b"".join(parts[i:])
     return found
 
 
 _forced: dict[int, bytes] = {}
+FORCED_CHAIN_MEMO = 256  # chains up to this long keep every suffix's answer (quadratic bytes)
 
 
 def first_bytes(node: Node) -> int:

@@ -147,7 +147,10 @@ def _text_except(words: tuple[str, ...]) -> rx.Node:
         _excluded.setdefault(out.uid, rest)
         return out
 
-    return build(words)
+    try:
+        return build(words)
+    finally:
+        build = None  # a recursive closure: see _SchemaCompiler.object_body
 
 
 # uid of a text_except node (or of one of its subtries) -> the words it leaves out

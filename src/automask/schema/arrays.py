@@ -93,7 +93,10 @@ class CountedArrays:
             memo[key] = Ref(rule)
             return memo[key]
 
-        return js.enclose("[", tail(0, frozenset()), "]", min_i == 0)
+        try:
+            return js.enclose("[", tail(0, frozenset()), "]", min_i == 0)
+        finally:
+            tail = None  # a recursive closure: see _SchemaCompiler.object_body
 
     def multi_counted_array(self, counts: list[tuple[Member, int, int | None]], min_i: int,
                             max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -157,7 +160,10 @@ class CountedArrays:
             return memo[key]
 
         empty = min_i == 0 and all(lo == 0 for _, lo, _ in counts)
-        return js.enclose("[", tail(0, (0,) * len(counts), True), "]", empty)
+        try:
+            return js.enclose("[", tail(0, (0,) * len(counts), True), "]", empty)
+        finally:
+            tail = None  # a recursive closure: see _SchemaCompiler.object_body
 
     def counted_array(self, members: list[Member], m: Member, lo: int, hi: int | None,
                       min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -235,7 +241,10 @@ class CountedArrays:
             self.rules[rule] = Choice(tuple(options)) if options else Terminal(rx.EMPTY)
             return memo[key]
 
-        return js.enclose("[", tail(0, 0, True), "]", min_i == 0 and lo == 0)
+        try:
+            return js.enclose("[", tail(0, 0, True), "]", min_i == 0 and lo == 0)
+        finally:
+            tail = None  # a recursive closure: see _SchemaCompiler.object_body
 
 
 class _Infinite(Exception):

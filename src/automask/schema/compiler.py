@@ -814,7 +814,13 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             return memo[key]
 
         empty = min_p == 0 and not any(req for _, _, req in declared)
-        return js.enclose("{", tail(0, 0, True), "}", empty)
+        try:
+            return js.enclose("{", tail(0, 0, True), "}", empty)
+        finally:
+            # A recursive closure holds itself (function -> cell -> function): left so,
+            # the compile's whole state (rules, members, this compiler) would wait for
+            # the cyclic collector, whose pass over it then lands in some later step.
+            tail = None
 
     # ------------------------------------------------------------------ arrays
     def array(self, members: list[Member]) -> Expr:
@@ -901,7 +907,10 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 return separated(item, js.item_sep(), lo, hi)
             return _repeat_with_sep(item, js.item_sep(), lo, hi)
 
-        return js.enclose("[", tail(0, True), "]", min_i == 0)
+        try:
+            return js.enclose("[", tail(0, True), "]", min_i == 0)
+        finally:
+            tail = None  # a recursive closure: see object_body
 
     # ------------------------------------------------------------------ oneOf
     def disjoint(self, subs: list[Member], context: list[Member] = ()) -> bool:
