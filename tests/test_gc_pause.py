@@ -175,3 +175,29 @@ def test_schema_compiles_leave_no_cycles(schema):
         gc.set_debug(0)
         gc.garbage.clear()
     assert not left
+
+
+def test_cached_scans_are_out_of_the_collectors_sight(tiny_bpe_vocab):
+    """The scans shared by every grammar (100k+ entries in a long run) and the token
+    sets they hold are never walked by a collection: a tuple holding a token set would
+    otherwise stay tracked for good, and every full collection would walk them all."""
+    import json
+
+    from automask import Matcher, compile
+    from automask.engine.compiled import root_tokens
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "n": {"type": "integer"}}}
+    matcher = Matcher(compile(Grammar.from_json_schema(schema), tiny_bpe_vocab))
+    for token in tiny_bpe_vocab.encode(json.dumps({"name": "ab cd", "n": 12})):
+        matcher.mask_words()
+        assert matcher.accept_token(token)
+    gc.collect()
+    shared = root_tokens(tiny_bpe_vocab).shared_scans
+    scans = [value for key, value in shared.items()
+             if all(isinstance(k, int) for k in key)]  # (token set, node, follow) -> scan
+    groups = [pair for _, by_node in scans for pair in by_node]
+    assert groups  # crossing groups were scanned and kept
+    assert not gc.is_tracked(shared) and not gc.is_tracked(shared._costs)
+    assert not any(gc.is_tracked(scan) or gc.is_tracked(scan[1]) for scan in scans)
+    assert not any(gc.is_tracked(pair) or gc.is_tracked(pair[1]) for pair in groups)

@@ -74,6 +74,11 @@ class BoundedCache(dict):
         self[key] = value
         self._costs[key] = cost
         self.used += cost
+        # Out of the collector's sight (an insert of a tuple tracks a dict again): what a
+        # cache holds never refers back to it, and a full collection would otherwise walk
+        # every entry of the shared scans (100k+ in a long run) each time.
+        untrack(self)
+        untrack(self._costs)
         return value
 
     def made(self, key, make, cost):
@@ -89,6 +94,7 @@ class BoundedCache(dict):
         value = self.pop(key, None)
         if value is not None:
             self[key] = value
+            untrack(self)  # (see put)
         return value
 
 
@@ -233,7 +239,7 @@ class MaskComputer:
         lexer = self.runtime.lexer
         if len(lexer.lexes[ls]) != 1:
             inside, crossing = scan(tokens, lexer, ls)
-            return finish(inside), tuple(crossing)
+            return finish(inside), _kept(crossing)
         lex, node = lexer.lexes[ls][0], lexer.nodes[ls][0]
         root = tokens is self.root
         if root:
@@ -252,7 +258,7 @@ class MaskComputer:
             part, by_node = hit
             if not by_node:  # most keys and punctuation: nothing crosses
                 return hit
-            return part, tuple((lexer.single(lex, n), child) for n, child in by_node)
+            return part, _kept([(lexer.single(lex, n), child) for n, child in by_node])
         state = lexer.single(lex, node)
         body = counted.bounded_body(node) if root else None
         own_part = True  # False: the part is the unpruned scan's, counted there
@@ -283,11 +289,9 @@ class MaskComputer:
             reuse = self._reuse(state, finish) if borrow and root else None
             inside, crossing = scan(tokens, lexer, state, reuse)
             part = finish(inside)
-        # Tuples, not lists: an empty tuple is the shared (), so a scan with no crossing
-        # groups (most keys) leaves nothing for the garbage collector to track.
-        crossing = tuple(crossing)
-        by_node = tuple((lexer.nodes[after][0], child) for after, child in crossing)
-        shared.put(key, (part, by_node), _scan_cost(part if own_part else None, crossing))
+        crossing = _kept(crossing)
+        by_node = _kept([(lexer.nodes[after][0], child) for after, child in crossing])
+        shared.put(key, _kept((part, by_node)), _scan_cost(part if own_part else None, crossing))
         return part, crossing
 
     def _reuse(self, state: int, finish) -> Reuse | None:
@@ -462,6 +466,21 @@ def _shared_scans(root: RootTokens) -> BoundedCache:
             if root.shared_scans is None:
                 root.shared_scans = BoundedCache(SHARED_SCAN_BYTES)
     return root.shared_scans
+
+
+def _kept(items) -> tuple:
+    """``items`` as a tuple for a cache, it and its tuple members out of the collector's
+    sight. Tuples, not lists: an empty one is the shared (), so a scan with no crossing
+    groups (most keys) leaves nothing to track. And a tuple holding a token set or a
+    regex node stays tracked for good (CPython untracks only tuples of atoms), so every
+    full collection of a long run would walk each cached group again; they hold arrays,
+    nodes and token sets, which refer to no cache: in no cycle."""
+    out = tuple(items)
+    for item in out:
+        if type(item) is tuple:
+            untrack(item)
+    untrack(out)
+    return out
 
 
 def _frozen(inside: np.ndarray) -> np.ndarray:

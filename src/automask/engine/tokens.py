@@ -99,6 +99,7 @@ class TokenSet:
             position = {t: i for i, t in enumerate(distinct)}
             index = np.fromiter((position[t] for t in texts), dtype=np.int64, count=self.n)
             found = (canonical_set(tuple(distinct)), index)
+            untrack(found)  # (a set and an array: see untrack(self) above)
             if found[0] is not self:  # (a canonical set holding itself would be a cycle)
                 self._canonical = found
         return found
