@@ -881,13 +881,9 @@ def _finite_set(node: Node, limit: int) -> set[bytes] | None:
         texts = finite_strings(node.a, limit)
         if texts is None:
             return None
-        code = _codes[node.lo]
-        words = code.words
+        words = _codes[node.lo].words
         out = set()
         for text in texts:
-            if not text.translate(None, code.plain):  # (most texts: at C speed)
-                out.add(text)
-                continue
             spellings = [words.get(c, ()) for c in text]
             if sum(len(w) != 1 for w in spellings) > 1 or not all(spellings):
                 return None  # a few spellings for one character at most (or no spelling)
