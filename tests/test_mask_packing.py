@@ -42,3 +42,28 @@ def test_every_packing_writes_exactly_its_ids(count, with_dense):
     assert np.array_equal(out, _reference(ids, dense))
     assert mask.empty == (not count and not with_dense)
     assert np.all(np.diff(mask.word_idx) > 0)  # distinct words, sorted
+
+
+def test_a_value_mask_shares_its_inside_parts(llama):
+    """At a position where any JSON value may start, the tokens opening a string or a
+    number (nearly two thousand, spread over most of the vocabulary) are each lexer state's shared
+    inside part, not ids copied into every such mask: a large schema has thousands of
+    these positions, and masks that each carried ~9 KB of them overflowed the mask cache,
+    so a second walk over the same text computed every mask again."""
+    from automask import Grammar
+    from automask.engine.compiled import compile as compile_grammar
+    from automask.engine.matcher import Matcher
+
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}}
+    compiled = compile_grammar(Grammar.from_json_schema(schema), llama)
+    matcher = Matcher(compiled)
+    for tid in llama.encode('{"a": '):
+        assert matcher.accept_token(tid)
+    mask = compiled.masks.mask(matcher.config)
+    out = np.zeros((llama.size + 31) // 32, dtype=np.uint32)
+    mask.write(out)
+    allowed = np.unpackbits(out.view(np.uint8), bitorder="little")[: llama.size]
+    for text in ('"', '"x', "1", "12", "-", "{", "[", "true", "null"):
+        assert allowed[llama.encode(text)[0]], text
+    assert np.count_nonzero(allowed) > 1_000
+    assert mask.nbytes < 2_048  # ids copied in would be > 8 KB

@@ -38,7 +38,11 @@ from automask.engine.tokens import (
 from automask.gc_pause import untrack
 from automask.regex import nodes as rx
 
-SPARSE_INSIDE = 4096  # inside sets up to this many rows are kept as rows, not packed
+# Inside sets up to this many rows are kept as rows (copied into each mask), larger ones
+# packed once and shared: a string's or a number's opening tokens (~2k rows over ~1k
+# words) copied into every value position's mask made it 9 KB, and a large schema's
+# masks then overflowed the mask cache (a second walk of one text recomputed them all).
+SPARSE_INSIDE = 256
 SPLIT_MAX = 16  # child-set scans keep lexer states of more lexemes whole (see _threads)
 REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when they cover this many
 MAX_UNSURE_ROWS = 256  # a bounded scan checks at most this many rows near the bound one by one
