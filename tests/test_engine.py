@@ -997,3 +997,31 @@ def test_threads_share_a_compiled_grammar(tiny_bpe_vocab):
     assert not errors, errors
     for i in range(4):
         assert results[i] == expected, f"thread {i} disagrees with the single-threaded run"
+
+
+def test_walk_to_end_on_node_derivatives_matches_the_table_walk():
+    """A committed token's bytes are walked on regex derivatives where the lexer has no
+    transition yet (no state per byte); where it stops must be the state, and the byte,
+    that stepping the lexer's own table reaches."""
+    from automask.engine.lexer import LexerDFA
+    from automask.regex.parser import parse_regex
+
+    patterns = [r'"name"[ \t\n]{0,4}:[ \t\n]{0,4}', r'"([^"\\]|\\["\\/bfnrtu])*"',
+                r"-?(0|[1-9][0-9]*)(\.[0-9]+)?", r"[a-c]{2,5}x|ab", r"true|false"]
+    lexemes = tuple(parse_regex(p) for p in patterns)
+    rng = random.Random(3)
+    alphabet = b'"name: \t\n-0123456789.abcxtruefls\\/'
+    for _ in range(300):
+        data = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        for lex in range(len(lexemes)):
+            lazy, eager = LexerDFA(lexemes), LexerDFA(lexemes)
+            start_lazy, start_eager = lazy.start((lex,)), eager.start((lex,))
+            got, i = lazy.walk_to_end(start_lazy, data)
+            sid, j = start_eager, 0
+            while j < len(data):  # the table, one step at a time
+                sid = eager.transition(sid, data[j])
+                j += 1
+                if sid == 0 or eager.accepts[sid]:
+                    break
+            assert i == j, (patterns[lex], data)
+            assert list(lazy.members(got)) == list(eager.members(sid)), (patterns[lex], data)

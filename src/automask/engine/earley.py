@@ -233,11 +233,13 @@ class Parser:
 
     def _build(self, kernel: list[tuple[int, EarleySet | None]]) -> EarleySet:
         t = self.t
-        nxt_sym, nullable, lhs, prediction = t.next_symbol, t.nullable, t.lhs, t.prediction
-        # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set).
-        # Adding one is written out where it happens (no helper call: this loop is hot).
+        nxt_sym, nullable, lhs = t.next_symbol, t.nullable, t.lhs
+        predictions, prediction = t._predictions, t.prediction
+        # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set);
+        # ``items`` maps it to its origin, and the agenda holds the ints alone. Adding one
+        # is written out where it happens (no helper call: this loop is hot).
         items: dict[int, EarleySet | None] = {}
-        agenda: list[tuple[int, EarleySet | None]] = []
+        agenda: list[int] = []
         push, pop = agenda.append, agenda.pop
         predicted: set[int] = set()
         top_done, accepting, max_items = t.top_done, False, self.max_items
@@ -245,14 +247,16 @@ class Parser:
             key = core if origin is None else core | (origin.uid + 1) << _ORIGIN_SHIFT
             if key not in items:
                 items[key] = origin
-                push((core, origin))
+                push(key)
         while agenda:
-            core, origin = pop()
+            key = pop()
+            core = key & _CORE_BITS
             sym = nxt_sym[core]
             if sym is None:
                 if core == top_done:  # the augmented start rule is complete
                     accepting = True
-                elif origin is not None:  # completion; self-origin ones: see nullability
+                elif key > _CORE_BITS:  # completion; self-origin ones: see nullability
+                    origin = items[key]
                     span = origin.by_symbol.get(~lhs[core])
                     if span is not None:
                         waiting = origin.waiting
@@ -261,24 +265,23 @@ class Parser:
                             key = waiting[i] + 1 | (above.uid + 1) << _ORIGIN_SHIFT
                             if key not in items:
                                 items[key] = above
-                                push((waiting[i] + 1, above))
+                                push(key)
                         if len(items) > max_items:
                             raise LimitExceeded(f"an Earley set exceeds {max_items} items")
             elif sym < 0:
                 nt = ~sym
                 if nt not in predicted:
                     # its items start here: an int key each (the core), no origin to follow
-                    cores, nts = prediction(nt)
+                    cores, nts = predictions.get(nt) or prediction(nt)
                     predicted.update(nts)
                     items.update(cores)
                     if len(items) > max_items:
                         raise LimitExceeded(f"an Earley set exceeds {max_items} items")
                 if nullable[nt]:
-                    key = core + 1 if origin is None else (
-                        core + 1 | (origin.uid + 1) << _ORIGIN_SHIFT)
+                    key += 1  # the dot past the nullable, from the same origin
                     if key not in items:
-                        items[key] = origin
-                        push((core + 1, origin))
+                        items[key] = items[key - 1]
+                        push(key)
         # The identity of a set: its live items (those that can still consume input).
         live = sorted([k for k in items if nxt_sym[k & _CORE_BITS] is not None])
         key = array("q", [accepting] + live).tobytes()

@@ -202,7 +202,8 @@ class LexerDFA:
         r = self.rows[sid]
         if r is not None:
             return r[byte]
-        return self.transition(sid, byte)
+        found = self.table.item(sid, byte)  # (transition's first look, without the call)
+        return found if found != UNKNOWN else self.transition(sid, byte)
 
     def walk(self, sid: int, data: bytes) -> int:
         """The state after every byte of ``data`` (DEAD once a byte kills it)."""
@@ -221,11 +222,41 @@ class LexerDFA:
         rows, accepts, n = self.rows, self.accepts, len(data)
         while i < n:
             row = rows[sid]
-            sid = row[data[i]] if row is not None else self.transition(sid, data[i])
+            if row is not None:
+                sid = row[data[i]]
+            else:  # the table (not cached here: a new state may grow it) before the call
+                found = self.table.item(sid, data[i])
+                if found == UNKNOWN:
+                    if len(self.nodes[sid]) == 1:
+                        return self._walk_node(sid, data, i)
+                    found = self.transition(sid, data[i])
+                sid = found
             i += 1
             if sid == DEAD or accepts[sid]:
                 break
         return sid, i
+
+    def _walk_node(self, sid: int, data: bytes, i: int) -> tuple[int, int]:
+        """:meth:`walk_to_end` from a one-lexeme state on its regex node's derivatives
+        (memoized on the nodes, for every grammar), making a state only where it stops.
+
+        A committed token's bytes mostly lead through states no scan of this grammar
+        made (its scans were shared): a key's name, a string's characters. Interning
+        each would cost a state and a table entry per byte, for places no sequence
+        stops at.
+        """
+        lex, node = self.lexes[sid][0], self.nodes[sid][0]
+        n = len(data)
+        while i < n:
+            byte = data[i]
+            i += 1
+            # the first byte of the byte's class: one derivative per class, as transition
+            node = rx.derive(node, (rx.class_starts(node) & ((2 << byte) - 1)).bit_length() - 1)
+            if node is rx.EMPTY:
+                return DEAD, i
+            if node.nullable:
+                break
+        return self.single(lex, node), i
 
     def can_continue(self, sid: int) -> bool:
         """Whether some byte keeps ``sid`` alive (asked of its members' nodes: shared)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from functools import partial
+from gc import is_tracked
 
 import numpy as np
 
@@ -78,11 +79,12 @@ class BoundedCache(dict):
         self[key] = value
         self._costs[key] = cost
         self.used += cost
-        # Out of the collector's sight (an insert of a tuple tracks a dict again): what a
-        # cache holds never refers back to it, and a full collection would otherwise walk
-        # every entry of the shared scans (100k+ in a long run) each time.
-        untrack(self)
-        untrack(self._costs)
+        # Out of the collector's sight (an insert of a tracked tuple tracks a dict again):
+        # what a cache holds never refers back to it, and a full collection would otherwise
+        # walk every entry of the shared scans (100k+ in a long run) each time. (``_costs``
+        # holds ints: never tracked. The check costs a tenth of the call it saves.)
+        if is_tracked(self):
+            untrack(self)
         return value
 
     def made(self, key, make, cost):
@@ -98,7 +100,8 @@ class BoundedCache(dict):
         value = self.pop(key, None)
         if value is not None:
             self[key] = value
-            untrack(self)  # (see put)
+            if is_tracked(self):
+                untrack(self)  # (see put)
         return value
 
 
@@ -445,14 +448,26 @@ class MaskComputer:
         if found is not None:
             return found
         check_time()
-        result = np.zeros(tokens.n, dtype=bool)
+        # The first thread's inside rows (a scan's, read-only) stand as the result until
+        # something is added to them: a one-thread configuration with nothing crossing
+        # (most) copies nothing.
+        result, owned = None, False
         for origin, ls in pairs(_threads(config, self.runtime.lexer.split, capped=True)):
             inside, crossing = self.sub_scan(tokens, ls)
-            result |= inside
+            if result is None:
+                result = inside
+            elif owned:
+                result |= inside
+            else:
+                result, owned = result | inside, True
             for state, child in crossing:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:
+                    if not owned:
+                        result, owned = result.copy(), True
                     result[child.parent_rows[allowed]] = True
+        if result is None:
+            result = np.zeros(tokens.n, dtype=bool)
         self._sub.put(key, result, result.nbytes + 150)
         return result
 

@@ -932,12 +932,19 @@ FORCED_CHAIN_MEMO = 256  # chains up to this long keep every suffix's answer (qu
 
 
 def first_bytes(node: Node) -> int:
-    """Bitmask of the bytes that can start a non-empty match."""
-    bits = 0
-    for lo, hi in class_runs(class_starts(node)):
-        if derive(node, lo) is not EMPTY:
-            bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+    """Bitmask of the bytes that can start a non-empty match (memoized: every grammar
+    asks it of the lexemes that may follow each of its own)."""
+    bits = _first.get(node.uid)
+    if bits is None:
+        bits = 0
+        for lo, hi in class_runs(class_starts(node)):
+            if derive(node, lo) is not EMPTY:
+                bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+        _first[node.uid] = bits
     return bits
+
+
+_first: dict[int, int] = {}
 
 
 def _bytes_pattern(bits: int) -> str:
