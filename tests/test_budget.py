@@ -89,3 +89,21 @@ def test_budget_holds_while_other_threads_check_too():
     finally:
         stop.set()
         helper.join()
+
+
+def test_a_long_budget_reads_no_clock_for_a_little_work(monkeypatch):
+    """Uncached masks and tokens each enter a budget of seconds: a clock read (a system
+    call) at each one's first check was 3% of mask time. A short budget still reads it
+    at once, so a 0-second one fails at the first check."""
+    import automask.budget as budget
+
+    reads = []
+    real = time.thread_time
+    monkeypatch.setattr(budget.time, "thread_time", lambda: reads.append(1) or real())
+    monkeypatch.setattr(budget, "_countdown", budget._CHECK_EVERY)
+    with time_budget(5.0, "a mask"):
+        for _ in range(3):
+            check_time()
+    assert not reads
+    with time_budget(0.0, "nothing"), pytest.raises(LimitExceeded):
+        check_time()
