@@ -67,3 +67,16 @@ def test_a_value_mask_shares_its_inside_parts(llama):
         assert allowed[llama.encode(text)[0]], text
     assert np.count_nonzero(allowed) > 1_000
     assert mask.nbytes < 2_048  # ids copied in would be > 8 KB
+
+
+@pytest.mark.parametrize("share", [0.0, 0.001, 0.2, 0.3, 1.0])
+def test_pack_rows_sets_exactly_the_ids_of_its_rows(llama, share):
+    """Rows to packed ids two ways (each id's bit set when few rows are on, a gather over
+    every id when many are): both give each id of an allowed row, and nothing else."""
+    from automask.engine.compiled import root_tokens
+
+    root = root_tokens(llama)
+    rows = np.random.default_rng(int(share * 1000)).random(root.n) < share
+    expected = np.zeros(root.size, dtype=bool)
+    expected[root.ids_for_rows(np.flatnonzero(rows))] = True
+    assert np.array_equal(root.pack_rows(rows), pack_bool(expected))
