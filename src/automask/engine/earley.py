@@ -233,8 +233,7 @@ class Parser:
 
     def _build(self, kernel: list[tuple[int, EarleySet | None]]) -> EarleySet:
         t = self.t
-        nxt_sym, nullable, lhs = t.next_symbol, t.nullable, t.lhs
-        predictions, prediction = t._predictions, t.prediction
+        nxt_sym, nullable, lhs, prediction = t.next_symbol, t.nullable, t.lhs, t.prediction
         # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set);
         # ``items`` maps it to its origin, and the agenda holds the ints alone. Adding one
         # is written out where it happens (no helper call: this loop is hot).
@@ -272,7 +271,7 @@ class Parser:
                 nt = ~sym
                 if nt not in predicted:
                     # its items start here: an int key each (the core), no origin to follow
-                    cores, nts = predictions.get(nt) or prediction(nt)
+                    cores, nts = prediction(nt)
                     predicted.update(nts)
                     items.update(cores)
                     if len(items) > max_items:

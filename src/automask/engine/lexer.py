@@ -161,7 +161,7 @@ class LexerDFA:
         with self._lock:
             check_time()
             starts = self._class_starts(sid)
-            lo = (starts & ((2 << byte) - 1)).bit_length() - 1
+            lo = class_first(starts, byte)
             above = starts >> (byte + 1)
             hi = byte + (above & -above).bit_length() - 1 if above else 255
             target = self._successor(sid, lo)
@@ -250,8 +250,7 @@ class LexerDFA:
         while i < n:
             byte = data[i]
             i += 1
-            # the first byte of the byte's class: one derivative per class, as transition
-            node = rx.derive(node, (rx.class_starts(node) & ((2 << byte) - 1)).bit_length() - 1)
+            node = rx.derive(node, class_first(rx.class_starts(node), byte))  # as transition
             if node is rx.EMPTY:
                 return DEAD, i
             if node.nullable:
@@ -310,6 +309,12 @@ class LexerDFA:
         for lex in self.accepts[sid]:
             bits |= self.follow_bytes(lex)
         return bits
+
+
+def class_first(starts: int, byte: int) -> int:
+    """The first byte of ``byte``'s class in a class-start bitmask (see rx.class_starts):
+    bytes of one class share one derivative, so it is computed for this byte alone."""
+    return (starts & ((2 << byte) - 1)).bit_length() - 1
 
 
 def byte_lut(bits: int) -> np.ndarray:

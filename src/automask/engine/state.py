@@ -67,15 +67,14 @@ class Runtime:
                                    init.accepting)
 
     def intern(self, threads, accepting: bool) -> Config:
-        if len(threads) == 1:  # most configurations: a small int tuple for a key
-            key = (accepting, threads[0][0].uid, threads[0][1])
-        else:  # distinct threads in (set, lexer state) order, each an int of the two
+        if len(threads) != 1:  # distinct threads in (set, lexer state) order, an int each
             by_int = {s.uid << 32 | ls: (s, ls) for s, ls in threads}
             ints = sorted(by_int)
             threads = [by_int[i] for i in ints]
+        if len(threads) == 1:  # most configurations: a small int tuple for a key
+            key = (accepting, threads[0][0].uid, threads[0][1])
+        else:
             key = array("q", [accepting] + ints).tobytes()
-            if len(threads) == 1:
-                key = (accepting, threads[0][0].uid, threads[0][1])
         c = self._configs.get(key)
         if c is not None:
             return c

@@ -211,10 +211,10 @@ class RootTokens(TokenSet):
 
     def pack_rows(self, allowed_rows: np.ndarray) -> np.ndarray:
         """A packed uint32 bitmask over token ids from a boolean array over rows."""
-        if np.count_nonzero(allowed_rows) * 4 < self.n:  # sparse: each id's bit set
-            bits = np.zeros(len(self._pack_index), dtype=bool)  # (a gather of every id
-            bits[self.ids_for_rows(np.flatnonzero(allowed_rows))] = True  # costs ~4x more)
-            return np.packbits(bits, bitorder="little").view("<u4")
+        if np.count_nonzero(allowed_rows) * 4 < self.n:  # sparse: each id's bit set (a
+            allowed = np.zeros(self.size, dtype=bool)  # gather of every id costs ~4x more)
+            allowed[self.ids_for_rows(np.flatnonzero(allowed_rows))] = True
+            return pack_bool(allowed)
         extended = np.zeros(self.n + 1, dtype=bool)
         extended[: self.n] = allowed_rows
         return np.packbits(extended[self._pack_index], bitorder="little").view("<u4")
