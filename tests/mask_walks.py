@@ -14,15 +14,15 @@ from automask import Grammar, Matcher, compile
 from automask.engine.compiled import root_tokens
 
 
-def masks_along(vocab, schema, instances) -> list[np.ndarray]:
-    """Every mask met while walking each instance (``json.dumps``, ``ensure_ascii=False``)
-    token by token; each instance must be accepted whole."""
+def masks_along(vocab, schema, instances, indent: int | None = None) -> list[np.ndarray]:
+    """Every mask met while walking each instance (``json.dumps``, ``ensure_ascii=False``,
+    ``indent``) token by token; each instance must be accepted whole."""
     root_tokens(vocab).shared_scans = None  # no scan left over from another walk
     matcher = Matcher(compile(Grammar.from_json_schema(schema), vocab))
     out = []
     for x in instances:
         matcher.reset()
-        for token in vocab.encode(json.dumps(x, ensure_ascii=False)):
+        for token in vocab.encode(json.dumps(x, ensure_ascii=False, indent=indent)):
             out.append(matcher.mask_words().copy())
             assert matcher.accept_token(token), x
         out.append(matcher.mask_words().copy())

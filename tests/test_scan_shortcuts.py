@@ -37,7 +37,7 @@ from automask.engine.tokens import (
 from automask.regex import nodes as rx
 from automask.schema.json_text import Layout, literal_string_node
 
-COLON = Layout.make().key_sep  # flexible whitespace, a colon, flexible whitespace
+COLON = Layout.make().key_sep  # flexible whitespace, then a colon
 DIGITS = rx.repeat(rx.byte_set(sum(1 << b for b in b"0123456789")), 1, None)
 
 TEXTS = [b"name", b"the", b" the", b"a", b"zzzzqq", b"\xc3\xa9t\xc3\xa9", b"ab" * 40]
@@ -250,7 +250,8 @@ def test_literal_string_node_matches_the_json_spellings(value):
     the spellings the JSON string code gives, with what follows them built in."""
     node = literal_string_node(value, COLON)
     written = json.dumps(value, ensure_ascii=False).encode()
-    assert rx.matches(node, written + b" : ")
+    assert rx.matches(node, written + b" :")
+    assert not rx.matches(node, written + b": ")  # whitespace after it leads the value
     assert not rx.matches(node, written)  # the colon is part of it
     assert not rx.matches(node, written[:-1] + b'x":')
     if "/" in value:  # a slash is written as itself or escaped

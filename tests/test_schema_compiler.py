@@ -1240,17 +1240,31 @@ def test_from_pydantic_rejects_non_models():
                                 {"contains": {"const": 2}, "minContains": 0, "maxContains": 1}]},
     {"const": {"a": [], "b": {}}},
 ], ids=["object", "nested", "unique", "counted", "multi-counted", "const"])
-def test_no_two_whitespace_gaps_side_by_side(schema):
-    """No whitespace gap may follow another (containers are 'open ws close' or
-    'open ws body ws close' with a non-empty body): two adjacent gaps make every
-    whitespace token split in every way, one parser decision per byte."""
+def test_whitespace_leads_lexemes_and_never_trails_them(schema):
+    """A whitespace gap sits at the front of the lexeme after it, never at the end of
+    the one before: no lexeme goes on with a space once it can end (else after
+    ``":`` or ``,`` the parser holds two threads, more whitespace or the next
+    lexeme, and each token through the gap costs a decision). The one lexeme of
+    whitespace alone is the document's trailing gap, which nothing follows."""
     from automask.engine.earley import follow_lexemes
     from automask.regex import nodes as rx
     from automask.schema.json_text import Layout
 
     grammar = Grammar.from_json_schema(schema)
     gap = rx.nonempty(Layout.make().ws)
-    ws = [i for i, node in enumerate(grammar.lexemes) if node is gap]
-    assert ws, "the grammar has a whitespace lexeme"
     follow = follow_lexemes(grammar)
-    assert not any(i in (follow[w] or ()) for w in ws for i in ws)
+    for i, node in enumerate(grammar.lexemes):
+        if node is gap:
+            assert not follow[i], "only the trailing gap is whitespace alone"
+            continue
+        seen, todo = {node.uid}, [node]
+        while todo:  # every derivative of the lexeme (small here)
+            cur = todo.pop()
+            assert not (cur.nullable and rx.derive(cur, ord(" ")) is not rx.EMPTY), \
+                rx.to_pattern(node)
+            for b in range(256):
+                nxt = rx.derive(cur, b)
+                if nxt is not rx.EMPTY and nxt.uid not in seen:
+                    seen.add(nxt.uid)
+                    todo.append(nxt)
+            assert len(seen) < 5000

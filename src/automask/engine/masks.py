@@ -23,13 +23,14 @@ from gc import is_tracked
 import numpy as np
 
 from automask.budget import check_time
-from automask.engine import counted, excluded
+from automask.engine import counted, excluded, gaps
 from automask.engine.state import Config, Runtime, pairs
 from automask.engine.tokens import (
     Reuse,
     RootTokens,
     TokenSet,
     pack_bool,
+    prefix_rows,
     prune_crossing,
     scan,
     scan_finite,
@@ -272,6 +273,9 @@ class MaskComputer:
         if body is not None and (found := self._bounded_scan(lex, state, body, follow)) is not None:
             inside, crossing = found
             part = finish(inside)
+        elif (root and follow == lexer.follow_bytes(lex)  # (see _gap_scan)
+              and (gap := gaps.leading_gap(node)) is not None):
+            part, crossing = self._gap_scan(lex, gap, finish, follow)
         elif root and follow != rx.FULL_BITS:
             part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
             kept = [(after, prune_crossing(child, lexer.next_ok(after)))
@@ -327,6 +331,73 @@ class MaskComputer:
             return None
         part, crossing = self._shared_scan(self.root, d, finish, False, rx.FULL_BITS)
         return Reuse(same, self._inside_rows(part), crossing)
+
+    def _gap_scan(self, lex: int, gap: gaps.Gap, finish, follow: int
+                  ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+        """The root scan of a lexeme opening with a whitespace gap (see
+        :mod:`automask.engine.gaps`): the rest's, plus the rest's scan of the
+        remainders of the tokens that start with gap bytes, mapped back.
+
+        Pruned for the lexeme's own ``follow`` (a scan of a set other than the
+        root prunes as it walks), so only asked for under that key: never for
+        the unpruned root scan that other grammars' pruned ones are read off.
+        """
+        lexer, root = self.runtime.lexer, self.root
+        after = lexer.single(lex, gap.rest)
+        part, crossing = self._shared_scan(root, after, finish, True, follow)
+        shared = _shared_scans(root)
+        key = ("spaced", gap.bits)
+        spaced = shared.recent(key)  # (kept as the most recent: every gap lexeme uses it)
+        if spaced is None:
+            spaced = gaps.SpacedTokens.of(root, gap.bits)
+            shared.put(key, spaced, spaced.nbytes)
+        inside, groups = self._few_remainders(spaced.rest, gap.rest)
+        if inside is None:
+            inside, groups = self._shared_scan(spaced.rest, after, _rows_of, False, follow)
+        out = list(crossing)
+        for state, child in groups:
+            moved = spaced.crossing(root, child, gap.most)
+            if moved is None:
+                continue
+            # One group per lexeme end (``{"`` and `` {"`` decided together, not twice).
+            at = next((i for i, (s, _) in enumerate(out) if s == state), None)
+            if at is None:
+                out.append((state, moved))
+            else:
+                out[at] = (state, _joined(root, out[at][1], moved))
+        if len(inside):
+            extra = spaced.expand(inside, gap.most)[0]
+            if part.dtype == np.int32:  # (first bytes differ: no row is in both)
+                part = finish(np.concatenate([part, extra]))
+            else:
+                rows = self._inside_rows(part)
+                rows[extra] = True
+                part = finish(rows)
+        # Whitespace-only tokens are inside every gap of this bound: one shared part
+        # (hundreds of rows), not copied into each key's.
+        blanks = shared.made(("blank part", gap.bits, gap.most),
+                             lambda: finish(spaced.blanks(gap.most)),
+                             lambda found: found.nbytes)
+        if len(blanks):
+            if blanks.dtype == np.int32 and part.dtype == np.int32:
+                part = finish(np.concatenate([part, blanks]))
+            else:
+                part = (part, blanks)
+        return part, out
+
+    @staticmethod
+    def _few_remainders(rest: TokenSet, node: rx.Node) -> tuple[np.ndarray | None, tuple]:
+        """The scan of the sorted set ``rest`` for a lexeme that must read a literal first
+        (a key's name) when no row goes on past it: the rows that are its prefixes,
+        found by bisection (a key's few). (None, ()) otherwise."""
+        text = rx.forced_prefix(node)[:rest.maxlen]
+        if not text:
+            return None, ()
+        texts = rest.texts()
+        prefixes, longer = prefix_rows(texts, text)
+        if any(len(texts[r]) > len(text) for r in longer):
+            return None, ()
+        return np.array(prefixes, dtype=np.int32), ()
 
     def _except_scan(self, lex: int, state: int, body: excluded.ExceptBody, finish
                      ) -> tuple[np.ndarray, list[tuple[int, TokenSet]], bool]:
@@ -391,9 +462,15 @@ class MaskComputer:
                 out.append((after, sub))
         return inside, out
 
-    def _inside_rows(self, part: np.ndarray) -> np.ndarray:
-        """A root scan's finished inside part (rows, or packed over ids) as a bool per row."""
+    def _inside_rows(self, part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
+        """A root scan's finished inside part (rows, or packed over ids, or a tuple of
+        those) as a bool per row."""
         root = self.root
+        if type(part) is tuple:
+            inside = self._inside_rows(part[0])
+            for piece in part[1:]:
+                inside |= self._inside_rows(piece)
+            return inside
         if part.dtype == np.int32:
             inside = np.zeros(root.n, dtype=bool)
             inside[part] = True
@@ -415,10 +492,11 @@ class MaskComputer:
         split = self.runtime.lexer.split
         for origin, ls in pairs(_threads(config, split)):
             part, crossing = self.root_scan(ls)
-            if part.dtype == np.int32:
-                crossing_rows.append(part)
-            elif not any(part is d for d in dense):
-                dense.append(part)
+            for piece in part if type(part) is tuple else (part,):
+                if piece.dtype == np.int32:
+                    crossing_rows.append(piece)
+                elif not any(piece is d for d in dense):
+                    dense.append(piece)
             for state, child in crossing:
                 allowed = self._decide(origin, state, child)
                 if allowed is not None:
@@ -504,6 +582,22 @@ def _kept(items) -> tuple:
     return out
 
 
+def _joined(root: RootTokens, a: TokenSet, b: TokenSet) -> TokenSet:
+    """Two crossing groups of a root scan (distinct rows) as one."""
+    rows = np.concatenate([a.parent_rows, b.parent_rows])
+    skips = np.concatenate([a.offsets - root.offsets[a.parent_rows],
+                            b.offsets - root.offsets[b.parent_rows]])
+    return root.child(rows, skips)
+
+
+def _rows_of(inside: np.ndarray) -> np.ndarray:
+    """A child scan's inside rows as indices (int32), for a scan kept only to be mapped
+    onto other rows: a handful of rows, not a bool per row of a large set."""
+    rows = np.flatnonzero(inside).astype(np.int32)
+    rows.setflags(write=False)
+    return rows
+
+
 def _frozen(inside: np.ndarray) -> np.ndarray:
     inside.setflags(write=False)  # shared between grammars
     return inside
@@ -545,7 +639,9 @@ def _threads(config: Config, split, capped: bool = False) -> tuple:
 
 
 def _scan_cost(inside, crossing) -> int:
-    return (0 if inside is None else inside.nbytes) + sum(c.nbytes for _, c in crossing) + 200
+    held = 0 if inside is None else sum(p.nbytes for p in inside) if type(inside) is tuple \
+        else inside.nbytes
+    return held + sum(c.nbytes for _, c in crossing) + 200
 
 
 def _bool_of(ids, size: int) -> np.ndarray:

@@ -287,7 +287,7 @@ class PrefixTrie:
                                           self.end_nodes, self.end_rows) for a in level)
 
 
-def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def concat_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The concatenation of ``arange(lo[i], lo[i] + counts[i])`` over i."""
     total = int(counts.sum())
     if total == 0:
@@ -567,7 +567,7 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
         if int(counts.sum()) == counts.size:  # one child each (deep in the trie: long tokens)
             nodes = lo
         else:
-            nodes = _ranges(lo, counts)
+            nodes = concat_ranges(lo, counts)
             if not nodes.size:
                 break
             st = st.repeat(counts)
@@ -589,10 +589,10 @@ def _record_ends(trie: PrefixTrie, d: int, nodes: np.ndarray, states: np.ndarray
     lexeme may end there: each group crosses that lexeme end after ``d`` bytes."""
     for state in np.unique(states).tolist():
         mine = nodes[states == state]
-        kids = _ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
+        kids = concat_ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
         if kids.size:
             lo_rows = trie.start[d + 1][kids]
-            rows = _ranges(lo_rows, trie.end[d + 1][kids] - lo_rows)
+            rows = concat_ranges(lo_rows, trie.end[d + 1][kids] - lo_rows)
             groups.setdefault(state, []).append((rows, d))
 
 

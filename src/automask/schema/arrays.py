@@ -84,8 +84,8 @@ class CountedArrays:
                 for k in ids:
                     if k in used:
                         continue
-                    item = self.conj_ref(subs + [Member(f"{m.uri}/~unique/{k}",
-                                                        {"const": values[k]}, m.base)])
+                    item = js.lead(self.conj_ref(subs + [Member(
+                        f"{m.uri}/~unique/{k}", {"const": values[k]}, m.base)]))
                     options.append(Seq((item if i == 0 else Seq((sep, item)),
                                         tail(i + 1, used | {k}))))
             rule = f"arr{len(self.rules)}"
@@ -126,8 +126,8 @@ class CountedArrays:
                         extra = [hits[t] if f else _negated(hits[t])
                                  for t, f in enumerate(flags)
                                  if f or counts[t][2] is not None]
-                        out.append((flags, self.conj_ref(subs + extra) if subs or extra
-                                    else js.any_value()))
+                        out.append((flags, js.lead(self.conj_ref(subs + extra)
+                                                   if subs or extra else js.any_value())))
                     kinds_memo[i] = out
             return kinds_memo[i]
 
@@ -183,9 +183,10 @@ class CountedArrays:
             subs = at_members(i)
             if subs is None:
                 return None
-            anything = self.conj_ref(subs) if subs else js.any_value()
-            hit = self.conj_ref(subs + [hit_m])
-            miss = self.conj_ref(subs + [_negated(hit_m)]) if hi is not None else anything
+            anything = js.lead(self.conj_ref(subs) if subs else js.any_value())
+            hit = js.lead(self.conj_ref(subs + [hit_m]))
+            miss = (js.lead(self.conj_ref(subs + [_negated(hit_m)])) if hi is not None
+                    else anything)
             return anything, hit, miss
 
         def join(first: bool, e: Expr) -> Expr:

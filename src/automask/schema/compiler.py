@@ -153,7 +153,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
 
     # ------------------------------------------------------------------ driver
     def run(self) -> Grammar:
-        self.rules["root"] = Seq((self.json.ws(), self.conj_ref([self.root]), self.json.ws()))
+        js = self.json
+        self.rules["root"] = Seq((js.lead(self.conj_ref([self.root])), Terminal(js.layout.ws)))
+        js.finish()
         # Lexemes stay JSON-token sized (keys, strings, numbers, punctuation), not
         # fused into one regex per object: a lexer state inside a string or a key
         # then recurs across positions and schemas, so its token scan is shared.
@@ -860,7 +862,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             subs = at_members(i)
             if subs is None:
                 return None
-            return self.conj_ref(subs) if subs else js.any_value()
+            return js.lead(self.conj_ref(subs) if subs else js.any_value())
 
         counts = []
         for m in contains:

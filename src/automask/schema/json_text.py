@@ -72,11 +72,20 @@ NUMBER_TEXT = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 
 @dataclass(frozen=True)
 class Layout:
-    """Where whitespace may go, and how much (always bounded)."""
+    """Where whitespace may go, and how much (always bounded).
 
-    ws: rx.Node          # between any two tokens
-    item_sep: rx.Node    # ws , ws
-    key_sep: rx.Node     # ws : ws
+    Every gap sits at the front of the lexeme after it (``ws ,``, ``ws :``,
+    ``ws "key"``, ``ws }``, ``ws`` before each value), never at the end of the
+    one before: a lexeme then ends at its last non-space byte, where nothing
+    can extend it, so after ``":`` or ``,`` the parser holds one configuration
+    (the next lexeme's start), not two (more whitespace, or the next lexeme),
+    and a token such as `` "`` or `` {`` lies inside one lexeme instead of
+    crossing from a whitespace tail into the next (a parser decision each).
+    """
+
+    ws: rx.Node          # before any value, key, comma, colon or closing bracket
+    item_sep: rx.Node    # ws ,
+    key_sep: rx.Node     # ws :
 
     @classmethod
     def make(cls, whitespace: str | int = "flexible", max_whitespace: int = 24) -> Layout:
@@ -92,11 +101,16 @@ class Layout:
         else:
             raise GrammarError(f"whitespace must be 'flexible', 'compact' or an indent, "
                                f"not {whitespace!r}")
-        return cls(ws, rx.concat(ws, rx.literal(b","), ws), rx.concat(ws, rx.literal(b":"), ws))
+        return cls(ws, rx.concat(ws, rx.literal(b",")), rx.concat(ws, rx.literal(b":")))
 
 
 class JsonPieces:
-    """Grammar fragments for one layout; ``any_value`` is a recursive rule."""
+    """Grammar fragments for one layout; ``any_value`` is a recursive rule.
+
+    A value is placed through :meth:`lead`, which puts the gap before it into
+    its first lexemes (see :class:`Layout`); call :meth:`finish` once every
+    rule is written, to write the leading forms of the rules that needed one.
+    """
 
     def __init__(self, layout: Layout, rules: dict[str, Expr], prefix: str = "json"):
         self.layout = layout
@@ -104,24 +118,66 @@ class JsonPieces:
         self.prefix = prefix
         self._any: Ref | None = None
         self._key_lexemes: dict[str, rx.Node] = {}
-
-    def ws(self) -> Terminal:
-        return Terminal(self.layout.ws)
+        self._led: dict[int, tuple[Expr, Expr]] = {}  # id(expr) -> (expr, its leading form)
+        self._leading_rules: dict[str, str] = {}  # rule -> the rule of its leading form
+        self._unwritten: list[str] = []  # leading rules named but not yet written
 
     def item_sep(self) -> Terminal:
         return Terminal(self.layout.item_sep)
 
+    def lead(self, value: Expr) -> Expr:
+        """``ws value``, the gap joined to each first lexeme of ``value`` (same language).
+
+        A rule gets a leading twin (written by :meth:`finish`, since a recursive
+        rule may not be written yet); the original stays for any other use.
+        """
+        found = self._led.get(id(value))
+        if found is not None:
+            return found[1]
+        ws = self.layout.ws
+        if isinstance(value, Terminal):
+            out: Expr = Terminal(rx.concat(ws, value.regex))
+        elif isinstance(value, Ref):
+            name = self._leading_rules.get(value.name)
+            if name is None:
+                name = self._leading_rules[value.name] = f"{value.name}+ws"
+                self._unwritten.append(value.name)
+            out = Ref(name, value.location)
+        elif isinstance(value, Seq):
+            out = Seq((self.lead(value.items[0]),) + value.items[1:]) if value.items else \
+                Terminal(ws)
+        elif isinstance(value, Choice):
+            out = Choice(tuple(self.lead(item) for item in value.items))
+        elif isinstance(value, Repeat):
+            hi = None if value.hi is None else value.hi - 1
+            if value.hi == 0:
+                out = Terminal(ws)
+            else:
+                some = Seq((self.lead(value.item), Repeat(value.item, max(value.lo - 1, 0), hi)))
+                out = some if value.lo else Choice((Terminal(ws), some))
+        else:
+            raise TypeError(f"not an expression: {value!r}")
+        self._led[id(value)] = (value, out)
+        return out
+
+    def finish(self) -> None:
+        """Write the leading twin of every rule :meth:`lead` was given."""
+        while self._unwritten:
+            name = self._unwritten.pop()
+            self.rules[self._leading_rules[name]] = self.lead(self.rules[name])
+
     def member(self, key: rx.Node | str, value: Expr) -> Seq:
-        """``key ws : ws value``, the key and its colon one lexeme: a token such as
-        ``": "`` stays inside it, so a key costs the parser one step, not two, and
-        a mask after a key decides no tokens crossing into the colon. ``key``: a
-        string node, or a declared name (its lexeme built once per name)."""
+        """``ws key ws : ws value``, the key and its colon one lexeme: a token such as
+        ``":`` stays inside it, so a key costs the parser one step, not two. ``key``:
+        a string node, or a declared name (its lexeme built once per name)."""
+        layout = self.layout
         if isinstance(key, rx.Node):
-            return Seq((Terminal(rx.concat(key, self.layout.key_sep)), value))
+            return Seq((Terminal(rx.concat(layout.ws, key, layout.key_sep)), self.lead(value)))
         lexeme = self._key_lexemes.get(key)
         if lexeme is None:
-            lexeme = self._key_lexemes[key] = literal_string_node(key, self.layout.key_sep)
-        return Seq((Terminal(lexeme), value))
+            lexeme = self._key_lexemes[key] = rx.concat(
+                layout.ws, literal_string_node(key, layout.key_sep))
+        return Seq((Terminal(lexeme), self.lead(value)))
 
     def any_value(self) -> Ref:
         """Any JSON value (a rule, built once)."""
@@ -133,26 +189,27 @@ class JsonPieces:
                 Terminal(rx.alt(literal_node(None), literal_node(True), literal_node(False),
                                 number_regex(), string_node(ANY_TEXT))),
                 self.wrap("{", member, "}"),
-                self.wrap("[", self._any, "]"),
+                self.wrap("[", self.lead(self._any), "]"),
             ))
         return self._any
 
     def wrap(self, open_: str, element: Expr, close: str, lo: int = 0,
              hi: int | None = None) -> Expr:
-        """``open ws [element (sep element)*] ws close`` with lo..hi elements."""
+        """``open [element (sep element)*] ws close`` with lo..hi elements (each
+        element led by its whitespace)."""
         some = separated(element, self.item_sep(), max(lo, 1), hi)
         return self.enclose(open_, some, close, empty=lo == 0)
 
     def enclose(self, open_: str, body: Expr | None, close: str, empty: bool) -> Expr:
-        """``open ws body ws close`` for a body that is never empty (None: no body), and
-        ``open ws close`` too when ``empty``. Not ``open ws body? ws close``: two
-        whitespace gaps side by side split a run of whitespace between them in every
-        way, and a mask decides each split with the parser (one decision per byte of a
-        whitespace token)."""
-        bare = Seq((text(open_), self.ws(), text(close)))
+        """``open body ws close`` for a body that is never empty and starts with its
+        whitespace (None: no body), and ``open ws close`` too when ``empty``. Not
+        ``open body? ws close``: a nullable body beside the closing gap would leave
+        a choice at every step of an empty container."""
+        closing = Terminal(rx.concat(self.layout.ws, rx.literal(close.encode())))
+        bare = Seq((text(open_), closing))
         if body is None:
             return bare
-        full = Seq((text(open_), self.ws(), body, self.ws(), text(close)))
+        full = Seq((text(open_), body, closing))
         return Choice((bare, full)) if empty else full
 
     def value(self, value) -> Expr:
@@ -162,7 +219,7 @@ class JsonPieces:
                        for k, v in value.items()]
             return self.enclose("{", _join(members, self.item_sep()), "}", empty=False)
         if isinstance(value, list):
-            items = [self.value(v) for v in value]
+            items = [self.lead(self.value(v)) for v in value]
             return self.enclose("[", _join(items, self.item_sep()), "]", empty=False)
         return Terminal(literal_node(value))
 
