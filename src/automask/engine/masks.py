@@ -196,7 +196,9 @@ class MaskComputer:
         The inside part is a packed mask over ids when many tokens are inside
         (shared by every mask using ``ls``), else the inside rows (int32):
         packing costs a pass over the whole vocabulary, which a lexer state
-        admitting a few tokens (a key, a keyword) should not pay.
+        admitting a few tokens (a key, a keyword) should not pay. A lexeme
+        opening with whitespace has a tuple of such parts: its own, and the
+        whitespace-only tokens' part that every such lexeme shares.
         """
         found = self._root_scans.get(ls)
         if found is None:
@@ -639,8 +641,9 @@ def _threads(config: Config, split, capped: bool = False) -> tuple:
 
 
 def _scan_cost(inside, crossing) -> int:
-    held = 0 if inside is None else sum(p.nbytes for p in inside) if type(inside) is tuple \
-        else inside.nbytes
+    if type(inside) is tuple:  # (own part, shared parts): those are counted where they are kept
+        inside = inside[0]
+    held = 0 if inside is None else inside.nbytes
     return held + sum(c.nbytes for _, c in crossing) + 200
 
 
