@@ -38,8 +38,9 @@ class Gap(NamedTuple):
 
 
 def leading_gap(node: rx.Node) -> Gap | None:
-    """``node`` as a bounded gap of one byte class before a part that is never empty
-    and cannot start with those bytes, or None."""
+    """``node`` as a gap of one byte class (bounded, or unbounded once clamped to the
+    longest token) before a part that is never empty and cannot start with those
+    bytes, or None."""
     if node.kind != rx.K_CONCAT:
         return None
     gap, rest = node.a, node.b
@@ -47,7 +48,6 @@ def leading_gap(node: rx.Node) -> Gap | None:
         return None
     if rest.nullable or rx.first_bytes(rest) & gap.a.bits:
         return None
-    # (unbounded: a bound past the longest token, clamped away by the scan's caller)
     return Gap(gap.a.bits, UNBOUNDED if gap.hi is None else gap.hi, rest)
 
 
