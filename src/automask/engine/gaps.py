@@ -95,8 +95,10 @@ class SpacedTokens(NamedTuple):
 
     @property
     def nbytes(self) -> int:
-        return (self.rest.nbytes + self.rows.nbytes + self.runs.nbytes + self.starts.nbytes
-                + self.blank_rows.nbytes + self.blank_lengths.nbytes)
+        texts = self.rest.texts()  # (held as Python bytes too: ~33 bytes each past the data)
+        return (self.rest.nbytes + len(self.rest.flat) + 33 * len(texts) + self.rows.nbytes
+                + self.runs.nbytes + self.starts.nbytes + self.blank_rows.nbytes
+                + self.blank_lengths.nbytes)
 
     def expand(self, indices: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For remainder rows ``indices``: the root rows spelled ``w r`` with a run of at

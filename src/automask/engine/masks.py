@@ -359,14 +359,8 @@ class MaskComputer:
         out = list(crossing)
         for state, child in groups:
             moved = spaced.crossing(root, child, gap.most)
-            if moved is None:
-                continue
-            # One group per lexeme end (``{"`` and `` {"`` decided together, not twice).
-            at = next((i for i, (s, _) in enumerate(out) if s == state), None)
-            if at is None:
-                out.append((state, moved))
-            else:
-                out[at] = (state, _joined(root, out[at][1], moved))
+            if moved is not None:
+                _add_group(root, out, state, moved)
         if len(inside):
             extra = spaced.expand(inside, gap.most)[0]
             if part.dtype == np.int32:  # (first bytes differ: no row is in both)
@@ -584,12 +578,18 @@ def _kept(items) -> tuple:
     return out
 
 
-def _joined(root: RootTokens, a: TokenSet, b: TokenSet) -> TokenSet:
-    """Two crossing groups of a root scan (distinct rows) as one."""
-    rows = np.concatenate([a.parent_rows, b.parent_rows])
-    skips = np.concatenate([a.offsets - root.offsets[a.parent_rows],
-                            b.offsets - root.offsets[b.parent_rows]])
-    return root.child(rows, skips)
+def _add_group(root: RootTokens, groups: list, state: int, child: TokenSet) -> None:
+    """Add a crossing group of the root (rows no group holds), joined to the group of
+    the same lexeme end if there is one: ``{"`` and `` {"`` are decided together."""
+    at = next((i for i, (s, _) in enumerate(groups) if s == state), None)
+    if at is None:
+        groups.append((state, child))
+        return
+    other = groups[at][1]
+    rows = np.concatenate([other.parent_rows, child.parent_rows])
+    skips = np.concatenate([other.offsets - root.offsets[other.parent_rows],
+                            child.offsets - root.offsets[child.parent_rows]])
+    groups[at] = (state, root.child(rows, skips))
 
 
 def _rows_of(inside: np.ndarray) -> np.ndarray:

@@ -940,7 +940,8 @@ def first_bytes(node: Node) -> int:
         for lo, hi in class_runs(class_starts(node)):
             if derive(node, lo) is not EMPTY:
                 bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-        _first[node.uid] = bits
+        if len(_first) < 1_000_000:  # (bounded, as the other memos here)
+            _first[node.uid] = bits
     return bits
 
 

@@ -202,9 +202,7 @@ class JsonPieces:
 
     def enclose(self, open_: str, body: Expr | None, close: str, empty: bool) -> Expr:
         """``open body ws close`` for a body that is never empty and starts with its
-        whitespace (None: no body), and ``open ws close`` too when ``empty``. Not
-        ``open body? ws close``: a nullable body beside the closing gap would leave
-        a choice at every step of an empty container."""
+        whitespace (None: no body), and ``open ws close`` too when ``empty``."""
         closing = Terminal(rx.concat(self.layout.ws, rx.literal(close.encode())))
         bare = Seq((text(open_), closing))
         if body is None:
