@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from automask.bench import jsts
 from automask.bench import maskbench as mb
-from automask.bench.peers import Engine, GrammarSpec, SequenceOps
+from automask.bench.peers import Engine, GrammarSpec, PeerError, SequenceOps
 from automask.cli import main
 
 HAS_LLGUIDANCE = importlib.util.find_spec("llguidance") is not None
@@ -323,20 +324,72 @@ def test_jsts_counts_and_json(tiny_bpe_path, tmp_path, capsys):
     assert _run(["bench", "jsts", "--suite", suite, "--tokenizer", tiny_bpe_path,
                  "--json", out]) == 0
     result = json.loads(out.read_text())
-    assert list(result["files"]) == ["type", "uniqueItems"]
-    t = result["files"]["type"]
+    [ours] = result["engines"]
+    assert ours["engine"] == "automask" and ours["error"] is None
+    assert list(ours["files"]) == ["type", "uniqueItems"]
+    t = ours["files"]["type"]
     assert (t["cases"], t["passed"], t["wrong_accepts"], t["wrong_rejects"],
             t["unsupported"], t["crashes"]) == (5, 3, 1, 1, 0, 0)
     assert {f["kind"] for f in t["failures"]} == {"wrong accept", "wrong reject"}
-    i = result["files"]["uniqueItems"]
+    i = ours["files"]["uniqueItems"]
     assert (i["cases"], i["unsupported"], i["passed"]) == (2, 2, 0)
-    assert result["totals"] == {"cases": 7, "passed": 3, "wrong_accepts": 1,
-                                "wrong_rejects": 1, "unsupported": 2, "crashes": 0}
-    assert result["top_unsupported_reasons"][0]["cases"] == 2
-    assert "uniqueItems" in result["top_unsupported_reasons"][0]["reason"]
+    assert ours["totals"] == {"cases": 7, "passed": 3, "wrong_accepts": 1,
+                              "wrong_rejects": 1, "unsupported": 2, "crashes": 0}
+    assert ours["top_unsupported_reasons"][0]["cases"] == 2
+    assert "uniqueItems" in ours["top_unsupported_reasons"][0]["reason"]
+    assert ours["wall_s"] == pytest.approx(sum(f["seconds"] for f in ours["files"].values()))
     text = capsys.readouterr().out
     assert "keyword file" in text and "TOTAL" in text and "top unsupported reasons" in text
     assert "WRONG ACCEPT: type: integers / mislabelled: an int" in text
+    assert "side by side" not in text  # only with peers
+
+
+@pytest.mark.skipif(not HAS_LLGUIDANCE, reason="llguidance is not installed")
+def test_jsts_vs_llguidance(tiny_bpe_path, tmp_path, capsys):
+    suite = _write_suite(tmp_path / "suite")
+    out = tmp_path / "jsts.json"
+    assert _run(["bench", "jsts", "--suite", suite, "--tokenizer", tiny_bpe_path,
+                 "--vs", "llguidance", "--json", out]) == 0
+    ours, theirs = json.loads(out.read_text())["engines"]
+    assert (ours["engine"], theirs["engine"]) == ("automask", "llguidance")
+    assert theirs["error"] is None and theirs["version"]
+    assert list(theirs["files"]) == ["type", "uniqueItems"]
+    t = theirs["totals"]
+    assert t["cases"] == 7 and t["crashes"] == 0
+    assert t["passed"] + t["wrong_accepts"] + t["wrong_rejects"] + t["unsupported"] == 7
+    # The mislabelled cases fail for any engine that gets integers right.
+    integers = theirs["files"]["type"]["failures"]
+    assert {(f["test"], f["kind"]) for f in integers} >= {
+        ("mislabelled: an int", "wrong accept"), ("mislabelled: null", "wrong reject")}
+    text = capsys.readouterr().out
+    assert "== llguidance" in text and "side by side" in text
+    assert "llguidance pass/wrong-acc/unsup" in text
+
+
+def test_jsts_counts_a_peers_crash_timeout_and_refusal(tiny_bpe_vocab, tmp_path):
+    """A peer's crash or timeout costs the group's cases, a refusal makes them unsupported."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    cases = [{"description": "x", "data": 1, "valid": True},
+             {"description": "y", "data": "a", "valid": False}]
+    (suite / "kinds.json").write_text(json.dumps([
+        {"description": name, "schema": {"type": "integer"}, "tests": cases}
+        for name in ("crash", "slow", "refuse", "fine")]))
+
+    class Refusing(_FakeEngine):
+        def compile(self, parsed):
+            if "refuse" in parsed:
+                raise PeerError("fake rejects the grammar: no")
+            return super().compile(parsed)
+
+    engine = Refusing()
+    engine.prepare("", tiny_bpe_vocab)
+    results = jsts.run_suite(str(suite), tiny_bpe_vocab, {"fake": engine}, timeout_s=0.5)
+    s = results["fake"]["kinds"]
+    # "fine" accepts everything: the valid case passes, the invalid one is a wrong accept.
+    assert (s.cases, s.crashes, s.unsupported, s.passed, s.wrong_accepts) == (8, 4, 2, 1, 1)
+    assert s.reasons["timeout"] == 2 and s.reasons["fake rejects the grammar: no"] == 2
+    assert any(r.startswith("crash: RuntimeError") for r in s.reasons)
 
 
 def test_jsts_files_and_errors(tiny_bpe_path, tmp_path, capsys):
@@ -344,7 +397,7 @@ def test_jsts_files_and_errors(tiny_bpe_path, tmp_path, capsys):
     out = tmp_path / "jsts.json"
     assert _run(["bench", "jsts", "--suite", suite, "--tokenizer", tiny_bpe_path,
                  "--files", "type", "--json", out]) == 0
-    assert list(json.loads(out.read_text())["files"]) == ["type"]
+    assert list(json.loads(out.read_text())["engines"][0]["files"]) == ["type"]
     capsys.readouterr()
     assert _run(["bench", "jsts", "--suite", suite, "--tokenizer", tiny_bpe_path,
                  "--files", "nosuchfile"]) == 2
@@ -386,9 +439,9 @@ def test_jsts_two_files_llama(shared_data, tmp_path):
     assert _run(["bench", "jsts", "--suite", suite,
                  "--tokenizer", shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json",
                  "--files", "enum,required", "--json", out]) == 0
-    result = json.loads(out.read_text())
-    assert list(result["files"]) == ["enum", "required"]
-    totals = result["totals"]
+    [ours] = json.loads(out.read_text())["engines"]
+    assert list(ours["files"]) == ["enum", "required"]
+    totals = ours["totals"]
     assert totals["cases"] > 40
-    assert totals["wrong_accepts"] == 0, result["files"]
+    assert totals["wrong_accepts"] == 0, ours["files"]
     assert totals["passed"] + totals["unsupported"] + totals["wrong_rejects"] == totals["cases"]

@@ -156,12 +156,15 @@ def _add_bench_jsts(kinds: argparse._SubParsersAction) -> None:
         help="the official JSON Schema Test Suite, token by token",
         description="Compile each test group's schema, walk each instance token by token, "
                     "and count per keyword file: passed, wrong accepts, wrong rejects, "
-                    "unsupported (the schema does not compile).",
+                    "unsupported (the schema does not compile). With --vs, each peer runs "
+                    "on the same tokens and the engines are shown side by side.",
     )
     p.add_argument("--suite", metavar="DIR", required=True,
                    help="a draft folder of the suite, e.g. tests/draft2020-12")
     p.add_argument("--tokenizer", metavar="PATH", required=True,
                    help="tokenizer.json (or a folder with one), .gguf or tiktoken file")
+    p.add_argument("--vs", action="append", default=[], metavar="PEERS",
+                   help=f"peer engines, comma-separated or repeated ({', '.join(_peer_names())})")
     p.add_argument("--files", action="append", default=[], metavar="NAMES",
                    help="only these files, comma-separated or repeated: stems like 'enum' or "
                         "paths like 'optional/format/email' (default: every top-level file)")
@@ -387,8 +390,8 @@ def _cmd_bench_compile(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED if fails else 0
 
 
-def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
-    from automask.bench import maskbench
+def _peers_named(args: argparse.Namespace) -> list[str]:
+    """The peers of ``--vs`` (comma-separated or repeated); an unknown name is a usage error."""
     from automask.bench.grammar_bench import BenchInputError
     from automask.bench.peers import PEERS
 
@@ -396,9 +399,14 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
     unknown = [n for n in peers if n not in PEERS]
     if unknown:
         raise BenchInputError(f"unknown peer(s) {', '.join(unknown)}; known: "
-                              f"{', '.join(sorted(PEERS))} (xgrammar has no adapter: "
-                              "it needs torch)")
-    result = maskbench.run_maskbench(args.data, args.tokenizer, peers=peers,
+                              f"{', '.join(sorted(PEERS))}")
+    return peers
+
+
+def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
+    from automask.bench import maskbench
+
+    result = maskbench.run_maskbench(args.data, args.tokenizer, peers=_peers_named(args),
                                      sample=args.sample, split=args.split, seed=args.seed,
                                      timeout_s=args.timeout)
     _write_json(args.json, result)
@@ -408,8 +416,8 @@ def _cmd_bench_maskbench(args: argparse.Namespace) -> int:
 def _cmd_bench_jsts(args: argparse.Namespace) -> int:
     from automask.bench import jsts
 
-    result = jsts.run_jsts(args.suite, args.tokenizer, files=_comma_list(args.files) or None,
-                           timeout_s=args.timeout)
+    result = jsts.run_jsts(args.suite, args.tokenizer, peers=_peers_named(args),
+                           files=_comma_list(args.files) or None, timeout_s=args.timeout)
     _write_json(args.json, result)
     return 0
 

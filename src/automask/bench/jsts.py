@@ -7,18 +7,27 @@ accepting. A case passes when accepted == valid. A schema that does not
 compile counts its cases as unsupported (never as passed); one our compiler
 proves empty (``EmptyLanguage``) rejects every case. An unexpected exception
 or a timeout counts the group's remaining cases as crashes, and the run goes on.
+
+Peers (``--vs``) run through the same adapters as in MaskBench, on the same
+tokens; a schema a peer refuses counts as unsupported for it. A peer that
+compiles a schema but ignores one of its keywords shows up as wrong accepts.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automask.errors import AutomaskError, EmptyLanguage, NoLegalContinuation
+from automask.bench.maskbench import SchemaResult, SchemaTimeout, time_limit, walk_instance
+from automask.bench.peers import Engine, GrammarSpec
+from automask.errors import AutomaskError, EmptyLanguage
 
 MAX_INSTANCE_CHARS = 500
+MAX_WRONG_SHOWN = 30  # wrong accepts printed per engine (the JSON has every one)
 
 
 class SuiteInputError(AutomaskError):
@@ -33,6 +42,7 @@ class FileStats:
     wrong_rejects: int = 0
     unsupported: int = 0
     crashes: int = 0
+    seconds: float = 0.0  # compiles and walks, this engine, this file
     reasons: Counter = field(default_factory=Counter)
     failures: list[dict] = field(default_factory=list)  # every wrong accept and wrong reject
 
@@ -40,24 +50,8 @@ class FileStats:
         return {"cases": self.cases, "passed": self.passed,
                 "wrong_accepts": self.wrong_accepts, "wrong_rejects": self.wrong_rejects,
                 "unsupported": self.unsupported, "crashes": self.crashes,
-                "unsupported_reasons": dict(self.reasons.most_common()),
+                "seconds": self.seconds, "unsupported_reasons": dict(self.reasons.most_common()),
                 "failures": self.failures}
-
-
-def walk(compiled, vocab, text: str, bitmask) -> bool:
-    """Whether ``text`` is accepted token by token under masks, ending accepting."""
-    from automask.engine.matcher import Matcher
-
-    m = Matcher(compiled)
-    row = bitmask[0]
-    for tid in vocab.encode(text):
-        try:
-            m.fill_bitmask(bitmask)
-        except NoLegalContinuation:  # an empty mask refuses this token too
-            return False
-        if not (int(row[tid >> 5]) >> (tid & 31)) & 1 or not m.accept_token(tid):
-            return False
-    return m.is_accepting()
 
 
 def suite_files(suite_dir: str, files: list[str] | None = None) -> list[Path]:
@@ -81,38 +75,45 @@ def suite_files(suite_dir: str, files: list[str] | None = None) -> list[Path]:
     return paths
 
 
-def run_suite(suite_dir: str, vocab, files: list[str] | None = None, *,
-              timeout_s: float | None = 30.0, progress=None,
-              **schema_options) -> dict[str, FileStats]:
-    """Run the suite's files (see :func:`suite_files`); returns stats per file name."""
-    import automask
-    from automask.bench.maskbench import SchemaTimeout, time_limit
+def run_suite(suite_dir: str, vocab, engines: dict[str, Engine],
+              files: list[str] | None = None, *, timeout_s: float | None = 30.0,
+              progress=None) -> dict[str, dict[str, FileStats]]:
+    """Run the suite's files (see :func:`suite_files`) under every (prepared) engine.
 
+    Returns stats per engine, then per file name. Each group is run by every
+    engine in turn before the next group, each under its own time limit.
+    """
     root = Path(suite_dir)
-    bitmask = automask.allocate_bitmask(1, vocab.size)
-    results: dict[str, FileStats] = {}
+    bitmasks = {}
+    for name, engine in engines.items():
+        bitmask = engine.allocate_bitmask()
+        bitmasks[name] = bitmask, bitmask[0] if bitmask.ndim == 2 else bitmask
+    results: dict[str, dict[str, FileStats]] = {name: {} for name in engines}
+    encoded: dict[str, tuple[int, ...]] = {}
     for n, path in enumerate(suite_files(suite_dir, files)):
         if progress:
             progress(n)
-        name = path.relative_to(root).with_suffix("").as_posix()
-        stats = results[name] = FileStats()
+        file_name = path.relative_to(root).with_suffix("").as_posix()
         try:
             groups = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise SuiteInputError(f"cannot read {path}: {e}") from e
-        for group in groups:
-            tests = group["tests"]
-            stats.cases += len(tests)
-            try:
-                with time_limit(timeout_s) as disarm:
-                    try:
-                        _run_group(group, vocab, bitmask, stats, schema_options)
-                    finally:
-                        disarm()
-            except SchemaTimeout:
-                _crashed(stats, group, "timeout")
-            except Exception as e:  # a bug of ours is a result, not the end of the run
-                _crashed(stats, group, f"crash: {type(e).__name__}: {str(e)[:60]}")
+        for name, engine in engines.items():
+            stats = results[name][file_name] = FileStats()
+            for group in groups:
+                stats.cases += len(group["tests"])
+                t0 = time.perf_counter()
+                try:
+                    with time_limit(timeout_s) as disarm:
+                        try:
+                            _run_group(engine, group, vocab, bitmasks[name], encoded, stats)
+                        finally:
+                            disarm()
+                except SchemaTimeout:
+                    _crashed(stats, group, "timeout")
+                except Exception as e:  # a bug is a result, not the end of the run
+                    _crashed(stats, group, f"crash: {type(e).__name__}: {str(e)[:60]}")
+                stats.seconds += time.perf_counter() - t0
     return results
 
 
@@ -127,23 +128,28 @@ def _crashed(stats: FileStats, group: dict, reason: str) -> None:
                            "cases": left})
 
 
-def _run_group(group: dict, vocab, bitmask, stats: FileStats, schema_options: dict) -> None:
-    import automask
-
+def _run_group(engine: Engine, group: dict, vocab, bitmasks, encoded, stats: FileStats) -> None:
+    """Compile the group's schema once, then walk each instance from a fresh sequence."""
+    bitmask, row = bitmasks
     tests = group["tests"]
+    spec = GrammarSpec("json", json.dumps(group["schema"]), group.get("description", ""))
     try:
-        grammar = automask.Grammar.from_json_schema(group["schema"], **schema_options)
-        compiled = automask.compile(grammar, vocab)
+        compiled = engine.compile(engine.parse(spec))
     except EmptyLanguage:
         compiled = None  # the schema admits nothing: every instance is rejected
-    except AutomaskError as e:
+    except AutomaskError as e:  # unsupported, over a limit, or a peer's refusal
         stats.unsupported += len(tests)
         stats.reasons[_reason(e)] += len(tests)
         return
+    scratch = SchemaResult("", "")  # walk_instance's mask timings, not reported here
     for test in tests:
         text = json.dumps(test["data"], ensure_ascii=False)
+        ids = encoded.get(text)
+        if ids is None:
+            ids = encoded[text] = tuple(vocab.encode(text))
         try:
-            accepted = compiled is not None and walk(compiled, vocab, text, bitmask)
+            accepted = compiled is not None and walk_instance(engine.new_sequence(compiled), ids,
+                                                      bitmask, row, scratch)[0]
         except AutomaskError as e:
             stats.unsupported += 1
             stats.reasons[_reason(e)] += 1
@@ -192,44 +198,84 @@ def format_table(results: dict[str, FileStats]) -> str:
     return "\n".join([fmt(cols), *(fmt(r) for r in rows)])
 
 
-def run_jsts(suite_dir: str, tokenizer_path: str, *, files: list[str] | None = None,
-             timeout_s: float | None = 30.0, stream=None, progress_stream=None) -> dict:
-    """The whole ``bench jsts`` run: prints the table and the top reasons; returns the JSON."""
+def format_comparison(results: dict[str, dict[str, FileStats]]) -> str:
+    """One row per keyword file: each engine's passed / wrong accepts / unsupported."""
+    names = list(results)
+    files = list(next(iter(results.values()), {}))
+    cols = ["keyword file", "cases", *(f"{n} pass/wrong-acc/unsup" for n in names)]
+
+    def cell(s) -> str:
+        return f"{s.passed}/{s.wrong_accepts}/{s.unsupported}"
+
+    rows = [[f, results[names[0]][f].cases, *(cell(results[n][f]) for n in names)]
+            for f in files]
+    sums = {n: totals(results[n]) for n in names}
+    rows.append(["TOTAL", sums[names[0]]["cases"] if names else 0,
+                 *(f"{t['passed']}/{t['wrong_accepts']}/{t['unsupported']}"
+                   for t in sums.values())])
+    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
+    return "\n".join("  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
+                               for i, (v, w) in enumerate(zip(r, widths, strict=True)))
+                     for r in [cols, *rows])
+
+
+def run_jsts(suite_dir: str, tokenizer_path: str, *, peers: Sequence[str] = (),
+             files: list[str] | None = None, timeout_s: float | None = 30.0, stream=None,
+             progress_stream=None) -> dict:
+    """The whole ``bench jsts`` run, for automask and each peer on the same tokens.
+
+    Prints one table per engine with its top unsupported reasons and its wrong
+    accepts, then the engines side by side when there are peers; returns the
+    JSON-ready result.
+    """
     import sys
-    import time
 
     from automask.bench.grammar_bench import Progress
-    from automask.bench.peers import AutomaskEngine
+    from automask.bench.peers import prepare_engines
     from automask.vocab import Vocabulary
 
     out = stream if stream is not None else sys.stdout
+
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
     vocab = Vocabulary.from_file(tokenizer_path)
-    options = dict(AutomaskEngine.SCHEMA_OPTIONS)
     paths = suite_files(suite_dir, files)
-    bar = Progress("jsts", len(paths), progress_stream)
+    ready, entries = prepare_engines(peers, tokenizer_path, vocab, say)
+    bar = Progress(" + ".join(ready), len(paths), progress_stream)
     t0 = time.perf_counter()
     try:
-        results = run_suite(suite_dir, vocab, files, timeout_s=timeout_s, progress=bar.update,
-                            **options)
+        results = run_suite(suite_dir, vocab, ready, files, timeout_s=timeout_s,
+                            progress=bar.update)
     finally:
         bar.close()
     wall_s = time.perf_counter() - t0
-    reasons = top_reasons(results)
-    print(format_table(results), file=out)
-    print(f"wall {wall_s:.1f} s; schema options {json.dumps(options)}", file=out)
-    if reasons:
-        print("top unsupported reasons (cases):", file=out)
-        for reason, n in reasons:
-            print(f"  {n:5d}  {reason}", file=out)
-    wrong = [(name, f) for name, s in results.items() for f in s.failures
-             if f["kind"] == "wrong accept"]
-    for name, f in wrong:
-        print(f"  WRONG ACCEPT: {name}: {f['group']} / {f['test']}: {f['instance'][:200]}",
-              file=out)
+    for name, by_file in results.items():
+        reasons = top_reasons(by_file)
+        entry = entries[name]
+        entry.update(wall_s=sum(s.seconds for s in by_file.values()), totals=totals(by_file),
+                     top_unsupported_reasons=[{"reason": r, "cases": n} for r, n in reasons],
+                     files={f: s.as_dict() for f, s in by_file.items()})
+        say("")
+        say(f"== {name}")
+        say(format_table(by_file))
+        say(f"{entry['wall_s']:.1f} s")
+        if reasons:
+            say("top unsupported reasons (cases):")
+            for reason, n in reasons:
+                say(f"  {n:5d}  {reason}")
+        wrong = [(f, x) for f, s in by_file.items() for x in s.failures
+                 if x["kind"] == "wrong accept"]
+        for f, x in wrong[:MAX_WRONG_SHOWN]:
+            say(f"  WRONG ACCEPT: {f}: {x['group']} / {x['test']}: {x['instance'][:200]}")
+        if len(wrong) > MAX_WRONG_SHOWN:
+            say(f"  ... and {len(wrong) - MAX_WRONG_SHOWN} more wrong accepts ({name})")
+    if len(results) > 1:
+        say("")
+        say("side by side (passed/wrong accepts/unsupported; the rest: wrong rejects, crashes)")
+        say(format_comparison(results))
     return {
         "command": "bench jsts", "suite": suite_dir, "tokenizer": tokenizer_path,
-        "vocab_size": vocab.size, "schema_options": options, "timeout_s": timeout_s,
-        "wall_s": wall_s, "totals": totals(results),
-        "top_unsupported_reasons": [{"reason": r, "cases": n} for r, n in reasons],
-        "files": {name: s.as_dict() for name, s in results.items()},
+        "vocab_size": vocab.size, "timeout_s": timeout_s, "wall_s": wall_s,
+        "engines": list(entries.values()),
     }

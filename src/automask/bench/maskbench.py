@@ -363,7 +363,7 @@ def _run_schema(engine, vocab, record, bitmask, row, encoded_cache, result: Sche
             if not first:
                 seq = engine.new_sequence(compiled)
             first = False
-            accepted, position, reason = _walk(seq, ids, bitmask, row, result)
+            accepted, position, reason = walk_instance(seq, ids, bitmask, row, result)
         if bool(test["valid"]) == accepted:
             continue
         kind = "validation" if test["valid"] else "invalidation"
@@ -390,7 +390,8 @@ def _where(vocab, ids: Sequence[int], position: int) -> dict[str, str]:
     return {"before": before, "token": token}
 
 
-def _walk(seq, ids: Sequence[int], bitmask, row, result: SchemaResult) -> tuple[bool, int, str]:
+def walk_instance(seq, ids: Sequence[int], bitmask, row,
+                  result: SchemaResult) -> tuple[bool, int, str]:
     """Mask, check, commit each token; returns (accepted, failing position, reason)."""
     tbm = result.tbm_us
     fill, accept = seq.fill, seq.accept
@@ -485,7 +486,7 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
     import sys
 
     from automask.bench.grammar_bench import Progress
-    from automask.bench.peers import AutomaskEngine, make_peer
+    from automask.bench.peers import prepare_engines
     from automask.vocab import Vocabulary
 
     out = stream if stream is not None else sys.stdout
@@ -512,7 +513,6 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
         "protocol": "json.dumps(data, ensure_ascii=False), tokenized without special tokens; "
                     "per token: fill mask, check the token's bit, commit (TBM, "
                     "time.perf_counter_ns); TTFM: parse + compile + first mask",
-        "engines": [],
     }
     p = _printer(out)
     p(f"MaskBench: {len(records)} schemas, {result['tests']} instances from {data_path}"
@@ -520,35 +520,10 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
       + (f" (sample {sample}, seed {seed})" if sample else ""))
     p(f"tokenizer: {tokenizer_path} ({vocab.size} ids); timeout {timeout_s} s per schema")
 
-    engines: list[tuple[str, Engine | None, str | None]] = [("automask", AutomaskEngine(), None)]
-    for name in dict.fromkeys(peers):
-        try:
-            engines.append((name, make_peer(name), None))
-        except PeerError as e:
-            engines.append((name, None, str(e)))
-
-    ready: dict[str, Engine] = {}
-    entries: dict[str, dict[str, Any]] = {}
-    for name, engine, error in engines:
-        entry: dict[str, Any] = {"engine": name, "version": None, "options": None,
-                                 "error": error, "prepare_ms": None, "wall_s": None,
-                                 "splits": None, "schemas": None}
-        result["engines"].append(entry)
-        if engine is not None:
-            entry["version"], entry["options"] = engine.version, engine.options
-            try:
-                t0 = time.perf_counter()
-                engine.prepare(tokenizer_path, vocab)
-                entry["prepare_ms"] = (time.perf_counter() - t0) * 1e3
-            except AutomaskError as e:
-                entry["error"] = error = str(e)
-        if error is not None:
-            p(f"== {name}: not run: {error}")
-            continue
-        p(f"== {name} {entry['version']}  options {json.dumps(entry['options'])}  "
-          f"prepare {entry['prepare_ms']:.0f} ms")
-        ready[name] = engine
-        entries[name] = entry
+    ready, entries = prepare_engines(peers, tokenizer_path, vocab, p)
+    for entry in entries.values():
+        entry.update(wall_s=None, splits=None, schemas=None)
+    result["engines"] = list(entries.values())
     if len(ready) > 1:
         p("engines interleaved: each schema is run by each engine in turn")
 

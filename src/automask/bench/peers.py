@@ -10,8 +10,7 @@ Every adapter splits its work the same way, so the numbers line up:
   returned as bound callables so the timed loop pays no adapter overhead.
 
 Adding a peer means writing one subclass and adding it to :data:`PEERS`;
-nothing else changes. (There is no xgrammar adapter: every xgrammar wheel
-requires torch, which pip resolves to the multi-gigabyte CUDA build.)
+nothing else changes.
 
 JSON Schemas (``GrammarSpec.kind == "json"``, the text is the schema as JSON)
 are compiled with the MaskBench protocol's choices: whitespace between JSON
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -349,3 +348,44 @@ def make_peer(name: str) -> Engine:
     except KeyError:
         raise PeerError(f"unknown peer {name!r}; known: {', '.join(sorted(PEERS))}") from None
     return cls()
+
+
+def prepare_engines(peers: Sequence[str], tokenizer_path: str, vocab: Any,
+                    say: Callable[[str], Any]) -> tuple[dict[str, Engine], dict[str, dict]]:
+    """automask and each named peer, prepared for ``vocab``, for a bench that runs them all.
+
+    Returns the engines that are ready, and one report entry per engine asked
+    for (``engine``, ``version``, ``options``, ``error``, ``prepare_ms``). A
+    peer that is missing or cannot load the tokenizer gets its error in its
+    entry and is left out; the bench goes on with the others. ``say`` prints
+    one line per engine.
+    """
+    import time
+
+    asked: list[tuple[str, Engine | None, str | None]] = [("automask", AutomaskEngine(), None)]
+    for name in dict.fromkeys(peers):
+        try:
+            asked.append((name, make_peer(name), None))
+        except PeerError as e:
+            asked.append((name, None, str(e)))
+    ready: dict[str, Engine] = {}
+    entries: dict[str, dict] = {}
+    for name, engine, error in asked:
+        entry: dict[str, Any] = {"engine": name, "version": None, "options": None,
+                                 "error": error, "prepare_ms": None}
+        entries[name] = entry
+        if engine is not None:
+            entry["version"], entry["options"] = engine.version, engine.options
+            try:
+                t0 = time.perf_counter()
+                engine.prepare(tokenizer_path, vocab)
+                entry["prepare_ms"] = (time.perf_counter() - t0) * 1e3
+            except AutomaskError as e:
+                entry["error"] = error = str(e)
+        if error is not None:
+            say(f"== {name}: not run: {error}")
+            continue
+        say(f"== {name} {entry['version']}  options {json.dumps(entry['options'])}  "
+            f"prepare {entry['prepare_ms']:.0f} ms")
+        ready[name] = engine
+    return ready, entries
