@@ -355,6 +355,9 @@ CASES = [
     ("format-time", {"type": "string", "format": "time"},
      ["12:30:00Z", "23:59:60Z", "00:29:60+00:30", "12:30:00", "12:30Z", "12:60:00Z"], D2020),
     ("format-non-string", {"format": "date"}, ["2024-01-01", "x", 5, None], D2020),
+    ("format-regex", {"type": "string", "format": "regex"},
+     ["^a+$", "", "[a-z]{2,3}\\d*", "(x|y)?\\.", "(a|b", "a**", "[z-a]", "\\", "x{3,2}"],
+     D2020),
     # ---- numbers
     ("min-max-decimal", {"type": "number", "minimum": 0.1, "maximum": 1.5},
      [0.1, 0.5, 1, 1.5, 0.09999, 1.50001, 2, 0, -0.1, 1e-05, 1e20], D2020),
@@ -903,7 +906,7 @@ UNSUPPORTED = [
      "additionalProperties", "#/items/not/additionalProperties"),
     ({"oneOf": [{"type": "object", "propertyNames": {"maxLength": 2}}, {"type": "object"}]},
      "propertyNames", "#/oneOf/0/propertyNames"),
-    ({"$defs": {"s": {"type": "string", "format": "regex"}}, "$ref": "#/$defs/s"},
+    ({"$defs": {"s": {"type": "string", "format": "iri"}}, "$ref": "#/$defs/s"},
      "format", "#/$defs/s/format"),
     ({"type": "array", "contains": {"not": {"prefixItems": [True], "items": {"type": "string"}}}},
      "items", "#/contains/not/items"),

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import random
 import re
+import shutil
+import subprocess
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -115,6 +119,16 @@ TABLE: dict[str, tuple[list[str], list[str]]] = {
         ["0", "1", "10#", "0/a", "2/a/b", "0#", "1+1/a", "1-0", "3-2/x~0", "0//"],
         ["", "-1", "01", "0##", "#", "/a", "0a", "1+#", "0+1#", "0/~2", "1+01/a", "+1"],
     ),
+    "regex": (
+        ["", "a", "^a$", "[a-z]+", "(a|b)*", "a{2,3}?", r"\d+\.\d*", "((a))", "(?:x)", "a|",
+         "()*", r"[\]\-]", "[^a]", r"\u0041", r"\x4a", "é", r"\bword\b", "x{10,20}", "x{5,1000}",
+         "x{3}", "x{0,}", "[.*+]", r"\/", "((()))", "a.b", "[a-cx-z0-9_]", r"^\s*$", "[b-b]",
+         r"[\b\-]", "x{7,7}", "x{19,19}", "x{9,10}"],
+        ["(", ")", "[", "]", "{", "}", "a**", "*a", "[]", "[^]", "a{3,2}", "x{21,20}", r"\1",
+         r"\q", "^*", r"\b+", "(?=a)", "(?<n>a)", "(?P<n>a)", "[z-a]", "[a-Z]", "a{,3}",
+         "((((a))))", r"\-", "[a-]", "[-a]", "[&&]", "a*+", r"\0", "x{01}", "x{10000}", r"\u41",
+         "(?i)a", r"\p{L}", "[[a]]", "a{1,2", r"\c", "\\"],
+    ),
 }
 
 
@@ -131,7 +145,7 @@ def test_every_format_has_a_table():
     assert set(TABLE) == set(FORMATS)
 
 
-@pytest.mark.parametrize("name", ["regex", "idn-email", "idn-hostname", "iri", "iri-reference",
+@pytest.mark.parametrize("name", ["idn-email", "idn-hostname", "iri", "iri-reference",
                                   "unknown", "Date", ""])
 def test_unsupported_formats_are_none(name):
     assert format_node(name) is None
@@ -143,6 +157,61 @@ def test_nodes_are_cached():
 
 
 # --------------------------------------------------------------------------- oracle properties
+
+REGEX_CHARS = "ab()[]{}|*+?^$\\.-,0129:dwub&/é"
+
+
+@SETTINGS
+@given(s=st.text(REGEX_CHARS, max_size=12))
+def test_regex_format_accepts_only_what_python_compiles(s):
+    """Python's ``re`` is what ``jsonschema`` checks ``format: regex`` with."""
+    if not _m("regex", s):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a FutureWarning (a nested set ahead) counts too
+        re.compile(s)
+
+
+def _random_matches(node: rx.Node, rng: random.Random, n: int, most: int = 24) -> list[str]:
+    """``n`` strings of ``node`` (UTF-8 text), drawn by random byte steps that stay live."""
+    out: list[str] = []
+    while len(out) < n:
+        cur, data = node, b""
+        while len(data) < most and not (cur.nullable and rng.random() < 0.15):
+            starts = [lo for lo, _ in rx.class_runs(rx.class_starts(cur))]
+            steps = [(b, d) for b in starts if (d := rx.derive(cur, b)) is not rx.EMPTY
+                     and rx.is_live(d)]
+            if not steps:
+                break
+            byte, cur = rng.choice(steps)
+            data += bytes([byte])
+        if cur.nullable:
+            try:
+                out.append(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    return out
+
+
+def test_regex_format_strings_compile_in_python_and_ecma262():
+    """Random strings of the node compile with Python's ``re`` and, where Node.js is
+    installed, as ECMA-262 patterns with and without the ``u`` flag."""
+    samples = _random_matches(format_node("regex"), random.Random(5), 300)
+    assert len(set(samples)) > 200  # the walk reaches groups, classes, counts
+    for s in samples:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            re.compile(s)
+    node = shutil.which("node")
+    if node is None:
+        return
+    script = ("const xs = JSON.parse(require('fs').readFileSync(0, 'utf8')); const bad = [];"
+              "for (const x of xs) { for (const f of ['', 'u']) {"
+              " try { new RegExp(x, f); } catch (e) { bad.push([x, f]); } } }"
+              "console.log(JSON.stringify(bad));")
+    done = subprocess.run([node, "-e", script], input=json.dumps(samples), text=True,
+                          capture_output=True, timeout=60, check=True)
+    assert json.loads(done.stdout) == []
 
 
 @SETTINGS

@@ -190,6 +190,8 @@ EXTRA = [
         {"type": "string", "format": f} for f in ("date", "email", "ipv4", "uuid", "date-time",
                                                    "time", "ipv6")
     ], "items": False}, {}),
+    ("format-regex-items", {"type": "array", "items": {"type": "string", "format": "regex"},
+                            "maxItems": 3}, {}),
     ("patternProperties-e", {"type": "object", "patternProperties": {"e": {"type": "integer"}},
                              "additionalProperties": False}, {}),
     ("strings", {"type": "array", "items": {"anyOf": [

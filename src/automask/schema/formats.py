@@ -38,9 +38,14 @@ Deliberate choices (each one keeps the node *sound*: nothing invalid is accepted
   allows ``t`` and ``z`` in dates and times, and so do these nodes.)
 * ``json-pointer``: RFC 6901. ``relative-json-pointer``: draft-bhutton-relative-json-
   pointer-00 (cited by 2020-12): ``N`` then ``#`` or ``N`` [``+``/``-`` ``M``] then a pointer.
+* ``regex``: ECMA-262 patterns where it is regular and where ECMA-262 (with and without the
+  ``u`` flag) and Python's ``re`` read a pattern alike: groups ``(…)`` and ``(?:…)`` nested
+  at most :data:`REGEX_DEPTH` deep, classes with in-order ``0-9``/``a-z``/``A-Z`` ranges,
+  the escapes both know, quantifiers (lazy too) whose ``{n,m}`` order shows in the digits.
+  Lookaround, named groups, backreferences and Unicode property escapes are left out.
 
-Everything else (``regex``, ``idn-email``, ``idn-hostname``, ``iri``, ``iri-reference``,
-unknown names) returns None; the caller decides what to do.
+Everything else (``idn-email``, ``idn-hostname``, ``iri``, ``iri-reference``, unknown
+names) returns None; the caller decides what to do.
 """
 
 from __future__ import annotations
@@ -247,6 +252,61 @@ VARSPEC = rf"{VARCHAR}(?:\.?{VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
 EXPRESSION = rf"\{{[+#./;?&=,!@|]?{VARSPEC}(?:,{VARSPEC})*\}}"
 URI_TEMPLATE = f"(?:{TEMPLATE_LITERAL}|{EXPRESSION})*"
 
+# --------------------------------------------------------------------------- regex
+
+# ``regex``: a pattern in the part of ECMA-262 syntax that Python's ``re`` (what most
+# validators compile it with) reads the same way, in the Unicode mode and without it,
+# with groups nested at most REGEX_DEPTH deep (a nesting depth is not regular).
+REGEX_DEPTH = 3
+SYNTAX_CHARS = r"\^$\\.*+?()\[\]{}|"
+CODE_ESCAPE = f"x{HEX}{{2}}|u{HEX}{{4}}"
+# Outside a class: no ``\-`` (Unicode mode refuses it there), no ``\0`` (``\01`` would be
+# octal to Python), no letters but the ones both read alike.
+RE_ESCAPE = rf"\\(?:[{SYNTAX_CHARS}/dDwWsSfnrtv]|{CODE_ESCAPE})"
+RE_ATOM = rf"[^{SYNTAX_CHARS}]|\.|{RE_ESCAPE}"
+RE_ASSERTION = r"\^|\$|\\[bB]"  # never quantified: both refuse it (Unicode mode, Python)
+
+
+def _class_ranges() -> str:
+    """``a-z``-style ranges inside one of digits, lower or upper case letters, in order."""
+    runs = ("0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return "|".join(f"{c}-[{c}-{run[-1]}]" for run in runs for c in run)
+
+
+# A class holds at least one item (Python reads ``[]`` and ``[^]`` as unterminated); a
+# bare ``-`` only in a range, a ``^`` only as the negation, no ``[`` (Python may read a
+# nested set) and no ``&`` or ``~`` (doubled, Python warns of set operations).
+RE_CLASS = (rf"\[\^?(?:{_class_ranges()}|\\(?:[{SYNTAX_CHARS}/\-dDwWsSfnrtvb]|{CODE_ESCAPE})"
+            r"|[^\\\]\[\-\^&~])+\]")
+
+
+def _repeat_counts() -> str:
+    """``{n}``, ``{n,}`` and ``{n,m}`` with ``n <= m`` shown by the digits alone: both one
+    or two digits, or ``m`` longer; counts below 10,000 (Python caps them)."""
+    count = "(?:0|[1-9][0-9]{0,3})"
+    one = "|".join(f"{a},[{a}-9]" for a in range(10))
+    two_same_tens = "|".join(f"{a}{b},{a}[{b}-9]" for a in range(1, 10) for b in range(10))
+    two_more_tens = "|".join(f"{a}[0-9],[{a + 1}-9][0-9]" for a in range(1, 9))
+    longer = "[0-9],[1-9][0-9]{1,3}|[1-9][0-9],[1-9][0-9]{2,3}|[1-9][0-9]{2},[1-9][0-9]{3}"
+    return rf"\{{(?:{count},?|{one}|{two_same_tens}|{two_more_tens}|{longer})\}}"
+
+
+def _regex() -> rx.Node:
+    """Alternatives of terms, each an atom with an optional quantifier (lazy or not) or an
+    assertion; an atom is a character, an escape, a class or a group one level down."""
+    atom = parse_regex(f"(?:{RE_ATOM}|{RE_CLASS})")
+    quantifier = rx.optional(parse_regex(rf"(?:[*+?]|{_repeat_counts()})\??"))
+    assertion = parse_regex(RE_ASSERTION)
+    open_group, close, bar = parse_regex(r"\((?:\?:)?"), rx.literal(b")"), rx.literal(b"|")
+    alternatives = None
+    for _ in range(REGEX_DEPTH + 1):
+        if alternatives is not None:
+            atom = rx.alt(atom, rx.concat(open_group, alternatives, close))
+        terms = rx.star(rx.alt(rx.concat(atom, quantifier), assertion))
+        alternatives = rx.concat(terms, rx.star(rx.concat(bar, terms)))
+    return alternatives
+
+
 # --------------------------------------------------------------------------- the table
 
 _BUILDERS: dict[str, Callable[[], rx.Node]] = {
@@ -265,6 +325,7 @@ _BUILDERS: dict[str, Callable[[], rx.Node]] = {
     "json-pointer": lambda: parse_regex(JSON_POINTER),
     "relative-json-pointer": lambda: parse_regex(
         f"{NON_NEGATIVE}(?:#|(?:[+-]{NON_NEGATIVE})?{JSON_POINTER})"),
+    "regex": _regex,
 }
 
 FORMATS: frozenset[str] = frozenset(_BUILDERS)
