@@ -586,13 +586,13 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         from automask.schema import numbers
 
         lo, lo_x, hi, hi_x, mult = self.bounds(members)
+        if mult is not None and not integer:  # 6000.0 is a number and a multiple of 1
+            return numbers.decimal_multiple_node(mult, **_number_bounds(lo, lo_x, hi, hi_x))
         if mult is not None and mult != mult.to_integral_value():
-            if not integer:
-                return numbers.decimal_multiple_node(mult, **_number_bounds(lo, lo_x, hi, hi_x))
             if (1 / mult) != (1 / mult).to_integral_value():
                 self.unsupported("non-integer multipleOf on integers", members[0], "multipleOf")
             mult = None  # every integer is a multiple of 1/k
-        if integer or (mult is not None):
+        if integer:
             ilo = None if lo is None else int(math.floor(lo)) + 1 if (
                 lo_x and lo == lo.to_integral_value()) else int(math.ceil(lo))
             ihi = None if hi is None else int(math.ceil(hi)) - 1 if (
