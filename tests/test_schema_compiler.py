@@ -908,7 +908,7 @@ UNSUPPORTED = [
      "additionalProperties", "#/items/not/additionalProperties"),
     ({"oneOf": [{"type": "object", "propertyNames": {"maxLength": 2}}, {"type": "object"}]},
      "propertyNames", "#/oneOf/0/propertyNames"),
-    ({"$defs": {"s": {"type": "string", "format": "iri"}}, "$ref": "#/$defs/s"},
+    ({"$defs": {"s": {"type": "string", "format": "idn-email"}}, "$ref": "#/$defs/s"},
      "format", "#/$defs/s/format"),
     ({"type": "array", "contains": {"not": {"prefixItems": [True], "items": {"type": "string"}}}},
      "items", "#/contains/not/items"),

@@ -30,7 +30,9 @@ Deliberate choices (each one keeps the node *sound*: nothing invalid is accepted
   invalid ones, none is accepted.
 * ``ipv4``: dotted quad, 0–255, no leading zeros. ``ipv6``: every RFC 4291 text form
   (RFC 3986 ``IPv6address``), no zone, no brackets.
-* ``uri`` / ``uri-reference``: RFC 3986 ``URI`` / ``URI-reference`` (ASCII only).
+* ``uri`` / ``uri-reference``: RFC 3986 ``URI`` / ``URI-reference`` (ASCII only);
+  ``iri`` / ``iri-reference``: RFC 3987 ``IRI`` / ``IRI-reference`` (the same rules with
+  ``ucschar`` among the unreserved characters, and ``iprivate`` in queries).
 * ``uri-template``: RFC 6570 level 4 syntax, with erratum 6937 (``'`` is a literal).
 * Case: ABNF string literals are case-insensitive, but many validators read
   ``IPv6:``, the ``v`` of an IPvFuture and the duration designators as written; only
@@ -44,8 +46,8 @@ Deliberate choices (each one keeps the node *sound*: nothing invalid is accepted
   the escapes both know, quantifiers (lazy too) whose ``{n,m}`` order shows in the digits.
   Lookaround, named groups, backreferences and Unicode property escapes are left out.
 
-Everything else (``idn-email``, ``idn-hostname``, ``iri``, ``iri-reference``, unknown
-names) returns None; the caller decides what to do.
+Everything else (``idn-email``, ``idn-hostname``, unknown names) returns None; the caller
+decides what to do.
 """
 
 from __future__ import annotations
@@ -91,25 +93,42 @@ IPV6 = _ipv6_pattern()
 UNRESERVED = r"A-Za-z0-9\-._~"
 SUB_DELIMS = r"!$&'()*+,;="
 PCT = f"%{HEX}{{2}}"
-PCHAR = f"(?:[{UNRESERVED}{SUB_DELIMS}:@]|{PCT})"
-SEGMENT = f"{PCHAR}*"
-SEGMENT_NZ = f"{PCHAR}+"
-SEGMENT_NZ_NC = f"(?:[{UNRESERVED}{SUB_DELIMS}@]|{PCT})+"
 SCHEME = r"[A-Za-z][A-Za-z0-9+\-.]*"
-USERINFO = f"(?:[{UNRESERVED}{SUB_DELIMS}:]|{PCT})*"
 IP_LITERAL = rf"\[(?:{IPV6}|v{HEX}+\.[{UNRESERVED}{SUB_DELIMS}:]+)\]"
-REG_NAME = f"(?:[{UNRESERVED}{SUB_DELIMS}]|{PCT})*"
-HOST = f"(?:{IP_LITERAL}|{IPV4}|{REG_NAME})"
-AUTHORITY = f"(?:{USERINFO}@)?{HOST}(?::[0-9]*)?"
-PATH_ABEMPTY = f"(?:/{SEGMENT})*"
-PATH_ABSOLUTE = f"/(?:{SEGMENT_NZ}(?:/{SEGMENT})*)?"
-PATH_ROOTLESS = f"{SEGMENT_NZ}(?:/{SEGMENT})*"
-PATH_NOSCHEME = f"{SEGMENT_NZ_NC}(?:/{SEGMENT})*"
-QUERY_OR_FRAGMENT = f"(?:{PCHAR}|[/?])*"
-TAIL = f"(?:\\?{QUERY_OR_FRAGMENT})?(?:#{QUERY_OR_FRAGMENT})?"
-HIER_PART = f"(?://{AUTHORITY}{PATH_ABEMPTY}|{PATH_ABSOLUTE}|{PATH_ROOTLESS})?"
-URI = f"{SCHEME}:{HIER_PART}{TAIL}"
-RELATIVE_REF = f"(?://{AUTHORITY}{PATH_ABEMPTY}|{PATH_ABSOLUTE}|{PATH_NOSCHEME})?{TAIL}"
+UCSCHAR = (
+    r"\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef"
+    r"\u{10000}-\u{1fffd}\u{20000}-\u{2fffd}\u{30000}-\u{3fffd}\u{40000}-\u{4fffd}"
+    r"\u{50000}-\u{5fffd}\u{60000}-\u{6fffd}\u{70000}-\u{7fffd}\u{80000}-\u{8fffd}"
+    r"\u{90000}-\u{9fffd}\u{a0000}-\u{afffd}\u{b0000}-\u{bfffd}\u{c0000}-\u{cfffd}"
+    r"\u{d0000}-\u{dfffd}\u{e1000}-\u{efffd}"
+)
+IPRIVATE = r"\ue000-\uf8ff\u{f0000}-\u{ffffd}\u{100000}-\u{10fffd}"
+
+
+def _uri_patterns(unreserved: str, private: str = "") -> tuple[str, str]:
+    """RFC 3986 ``URI`` and ``relative-ref`` with ``unreserved`` as the unreserved
+    characters. RFC 3987's ``IRI`` and ``irelative-ref`` are the same rules with
+    ``ucschar`` unreserved too and ``iprivate`` allowed in the query."""
+    pchar = f"(?:[{unreserved}{SUB_DELIMS}:@]|{PCT})"
+    segment, segment_nz = f"{pchar}*", f"{pchar}+"
+    segment_nz_nc = f"(?:[{unreserved}{SUB_DELIMS}@]|{PCT})+"
+    userinfo = f"(?:[{unreserved}{SUB_DELIMS}:]|{PCT})*"
+    reg_name = f"(?:[{unreserved}{SUB_DELIMS}]|{PCT})*"
+    authority = f"(?:{userinfo}@)?(?:{IP_LITERAL}|{IPV4}|{reg_name})(?::[0-9]*)?"
+    path_abempty = f"(?:/{segment})*"
+    path_absolute = f"/(?:{segment_nz}(?:/{segment})*)?"
+    path_rootless = f"{segment_nz}(?:/{segment})*"
+    path_noscheme = f"{segment_nz_nc}(?:/{segment})*"
+    query = f"(?:{pchar}|[/?{private}])*"
+    fragment = f"(?:{pchar}|[/?])*"
+    tail = f"(?:\\?{query})?(?:#{fragment})?"
+    hier_part = f"(?://{authority}{path_abempty}|{path_absolute}|{path_rootless})?"
+    relative_part = f"(?://{authority}{path_abempty}|{path_absolute}|{path_noscheme})?"
+    return f"{SCHEME}:{hier_part}{tail}", f"{relative_part}{tail}"
+
+
+URI, RELATIVE_REF = _uri_patterns(UNRESERVED)
+IRI, IRELATIVE_REF = _uri_patterns(UNRESERVED + UCSCHAR, IPRIVATE)
 
 JSON_POINTER = "(?:/(?:[^~/]|~[01])*)*"
 NON_NEGATIVE = "(?:0|[1-9][0-9]*)"
@@ -236,14 +255,6 @@ UUID = f"{HEX}{{8}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{4}}-{HEX}{{12}}"
 
 # --------------------------------------------------------------------------- URI templates
 
-UCSCHAR = (
-    r"\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef"
-    r"\u{10000}-\u{1fffd}\u{20000}-\u{2fffd}\u{30000}-\u{3fffd}\u{40000}-\u{4fffd}"
-    r"\u{50000}-\u{5fffd}\u{60000}-\u{6fffd}\u{70000}-\u{7fffd}\u{80000}-\u{8fffd}"
-    r"\u{90000}-\u{9fffd}\u{a0000}-\u{afffd}\u{b0000}-\u{bfffd}\u{c0000}-\u{cfffd}"
-    r"\u{d0000}-\u{dfffd}\u{e1000}-\u{efffd}"
-)
-IPRIVATE = r"\ue000-\uf8ff\u{f0000}-\u{ffffd}\u{100000}-\u{10fffd}"
 # %x21 / %x23-24 / %x26-3B (erratum 6937) / %x3D / %x3F-5B / %x5D / %x5F / %x61-7A / %x7E
 TEMPLATE_LITERAL = rf"(?:[\x21\x23\x24\x26-\x3b\x3d\x3f-\x5b\x5d\x5f\x61-\x7a\x7e{UCSCHAR}" \
                    rf"{IPRIVATE}]|{PCT})"
@@ -321,6 +332,8 @@ _BUILDERS: dict[str, Callable[[], rx.Node]] = {
     "uuid": lambda: parse_regex(UUID),
     "uri": lambda: parse_regex(URI),
     "uri-reference": lambda: rx.alt(parse_regex(URI), parse_regex(RELATIVE_REF)),
+    "iri": lambda: parse_regex(IRI),
+    "iri-reference": lambda: rx.alt(parse_regex(IRI), parse_regex(IRELATIVE_REF)),
     "uri-template": lambda: parse_regex(URI_TEMPLATE),
     "json-pointer": lambda: parse_regex(JSON_POINTER),
     "relative-json-pointer": lambda: parse_regex(
