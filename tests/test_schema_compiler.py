@@ -511,6 +511,17 @@ CASES = [
     # among objects only (a string meets both branches when nothing says "object")
     ("oneOf-closed-objects", {"type": "object", "oneOf": [CLOSED_A, CLOSED_B]},
      [{"a": "x"}, {"b": 1}, {"a": "x", "b": 1}, {}, "s"], D2020),
+    # untyped: every non-object meets both branches, so none is valid; objects split
+    ("oneOf-closed-untyped", {"oneOf": [CLOSED_A, CLOSED_B]},
+     [{"a": "x"}, {"b": 1}, {}, "s", 5, None, [], {"a": 1}, {"a": "x", "b": 1}], D2020),
+    ("oneOf-object-keywords-untyped", {"oneOf": [
+        {"properties": {"a": {"type": "string"}}, "required": ["a"]},
+        {"properties": {"b": {}}, "additionalProperties": False}]},
+     [{"a": "x"}, {"b": 1}, {}, "s", 5, None, [], {"a": 1}, {"a": "x", "b": 1}], D2020),
+    # one branch holds for every string, the other only for some: not settled per type
+    ("oneOf-one-branch-per-type", {"oneOf": [
+        {"properties": {"a": {}}, "required": ["a"]}, {"type": "string", "minLength": 2}]},
+     [{"a": 1}, {}, "s", "st", 5], D2020),
     ("oneOf-nested-enums", {"oneOf": [
         {"oneOf": [{"enum": ["A", "B"]}, {"enum": ["C"]}]},
         {"type": "object", "properties": {"t": {"oneOf": [{"enum": ["A"]}, {"enum": ["N"]}]}},
@@ -883,8 +894,6 @@ def test_documented_narrowings(schema, texts, tiny_bpe_vocab):
 # --------------------------------------------------------------------------- unsupported
 
 UNSUPPORTED = [
-    # not disjoint without "type": "object" (a string meets both): needs the complement
-    ({"oneOf": [CLOSED_A, CLOSED_B]}, "additionalProperties", "#/oneOf/1/additionalProperties"),
     # patternProperties admit the other branch's required key: not disjoint either
     ({"type": "object", "oneOf": [
         {"properties": {"a": {}}, "patternProperties": {"^b": {}}, "required": ["a"],
@@ -915,6 +924,10 @@ UNSUPPORTED = [
     ({"$ref": "https://example.com/other.json"}, "$ref", "#"),
     ({"type": "array", "items": {"not": {"oneOf": [{"const": [1]}, {"type": "integer"}]}}},
      "const", "#/items/not/oneOf/0/const"),
+    # {} meets both closed objects: needs the complement
+    ({"type": "object", "oneOf": [{"properties": {"a": {}}, "additionalProperties": False},
+                                  {"properties": {"b": {}}, "additionalProperties": False}]},
+     "additionalProperties", "#/oneOf/1/additionalProperties"),
 ]
 
 

@@ -316,6 +316,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                         len(subs) > 1:
                     return self.any_of_subsets(rest, subs, m)
                 if kw == "oneOf" and not self.disjoint(subs, rest):
+                    split = self.one_of_by_type(subs, rest, m)
+                    if split is not None:
+                        return split
                     # Exactly one: branch i holds and every other branch fails.
                     alternatives = [self.conj_ref(rest + [sub] + [
                         _negated(o) for o in subs if o is not sub]) for sub in subs]
@@ -934,6 +937,27 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         return True
 
 
+    def one_of_by_type(self, subs: list[Member], rest: list[Member], at: Member) -> Expr | None:
+        """``oneOf`` without complements, when it is exact per type.
+
+        A branch whose keywords all constrain other types holds for every value
+        of a type (``{"properties": …, "additionalProperties": false}`` holds for
+        every string): where two branches do, no value of that type passes. The
+        other types are kept, and if the branches are disjoint there, the
+        ``oneOf`` is their ``anyOf``. None when that does not settle it.
+        """
+        types = _types_of([x.schema for x in rest], set(TYPES))
+        crowded = {t for t in types if sum(_holds_for_all(b.schema, t) for b in subs) >= 2}
+        left = types - crowded
+        if not crowded or ("number" in left) != ("integer" in left):
+            return None
+        if not left:
+            return Terminal(rx.EMPTY)
+        typed = Member(at.uri + "/~oneOfTypes", {"type": sorted(left)}, at.base)
+        if not self.disjoint(subs, rest + [typed]):
+            return None
+        return Choice(tuple(self.conj_ref(rest + [typed, sub]) for sub in subs))
+
     def signature(self, branch: list[Member], types: set, depth: int = 0) -> tuple:
         """What :func:`_sigs_disjoint` compares: supersets of a branch's types and
         values, the values of its required keys, and its key rules."""
@@ -972,6 +996,34 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
 
 
 # ---------------------------------------------------------------------- helpers
+
+# The keywords that constrain values of one kind only (a value of another type passes).
+KEYWORDS_OF = {
+    "object": frozenset({"properties", "required", "additionalProperties", "patternProperties",
+                         "propertyNames", "minProperties", "maxProperties",
+                         "dependentRequired", "dependentSchemas", "dependencies",
+                         "unevaluatedProperties"}),
+    "array": frozenset({"items", "prefixItems", "additionalItems", "contains", "minContains",
+                        "maxContains", "minItems", "maxItems", "uniqueItems",
+                        "unevaluatedItems"}),
+    "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
+    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                         "multipleOf"}),
+}
+KEYWORDS_OF["integer"] = KEYWORDS_OF["number"]
+
+
+def _holds_for_all(schema, t: str) -> bool:
+    """Whether ``schema`` surely holds for every value of type ``t``: ``true``, or only
+    annotations and keywords of other types (False when unsure)."""
+    if schema is True:
+        return True
+    if not isinstance(schema, dict):
+        return False
+    others = frozenset().union(*(kws for kind, kws in KEYWORDS_OF.items()
+                                 if kind != t and kws is not KEYWORDS_OF.get(t)))
+    return all(k in ANNOTATIONS or k in others for k in schema)
+
 
 
 def _excluded(n: dict) -> list:
