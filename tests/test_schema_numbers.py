@@ -363,6 +363,28 @@ def test_decimal_multiple_exact(m, kw, data):
             assert "e" in text.lower(), (m, kw, text)  # exponent forms: documented miss
 
 
+@settings(SETTINGS, max_examples=40)
+@given(m=st.sampled_from(DECIMAL_MULTIPLES + ["3", "7", "13", "6", "1"]), data=st.data())
+def test_non_multiples_never_match_a_multiple(m, data):
+    """``not: {multipleOf}``: sound (no multiple, in any spelling), and complete on the
+    texts without exponent and with at most UNBOUNDED_MULTIPLE_DIGITS integer digits."""
+    node = numbers.non_multiple_node(Decimal(m))
+    texts = data.draw(st.lists(decimal_texts() | number_texts(), min_size=10, max_size=30))
+    step = Fraction(Decimal(m))
+    texts += [str(Decimal(k) * Decimal(m)) for k in data.draw(
+        st.lists(st.integers(-10**5, 10**5), max_size=10))]
+    texts += ["0", "-0", "0.0", "-0.000", str(3 * 10**25)]
+    for text in texts:
+        v = Decimal(text)
+        multiple = Fraction(v) % step == 0
+        if _m(node, text):
+            assert not multiple, (m, text)
+        elif not multiple:
+            integer_digits = len(text.lstrip("-").split(".")[0].lower().split("e")[0])
+            assert "e" in text.lower() or integer_digits > numbers.UNBOUNDED_MULTIPLE_DIGITS, \
+                (m, text)
+
+
 def test_decimal_multiple_table():
     node = decimal_multiple_node(Decimal("0.01"), minimum=0, maximum=100)
     for t in ("0", "1.5", "1.25", "1.250", "99.99", "100", "100.00", "0.10"):

@@ -190,6 +190,8 @@ EXTRA = [
         {"type": "string", "format": f} for f in ("date", "email", "ipv4", "uuid", "date-time",
                                                    "time", "ipv6")
     ], "items": False}, {}),
+    ("fizz-or-buzz", {"type": "array", "items": {"type": "number", "oneOf": [
+        {"multipleOf": 3}, {"multipleOf": 0.5}]}}, {}),
     ("format-regex-items", {"type": "array", "items": {"type": "string", "format": "regex"},
                             "maxItems": 3}, {}),
     ("patternProperties-e", {"type": "object", "patternProperties": {"e": {"type": "integer"}},

@@ -82,7 +82,7 @@ HANDLED = frozenset({
     "minContains", "maxContains", "uniqueItems",
     "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
     # internal keywords of the schemas the compiler writes itself (see complement.py)
-    "~ref", "~notString", "$dynamicRef",
+    "~ref", "~notString", "~notMultipleOf", "$dynamicRef",
 })
 
 
@@ -471,6 +471,8 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                     return False
                 if mult is not None and v % mult != 0:
                     return False
+                if "~notMultipleOf" in s and v % _dec(s["~notMultipleOf"]) == 0:
+                    return False
                 if s.get("type") == "integer" and v != v.to_integral_value():
                     return False
             elif isinstance(value, dict):
@@ -586,6 +588,16 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         return lo, lo_x, hi, hi_x, mult
 
     def number(self, members: list[Member], integer: bool) -> rx.Node:
+        from automask.schema import numbers
+
+        node = self.bounded_number(members, integer)
+        excluded = [m.schema["~notMultipleOf"] for m in members if "~notMultipleOf" in m.schema]
+        if excluded and node is not rx.EMPTY:
+            node = rx.intersect(node, *(numbers.non_multiple_node(v) for v in excluded))
+        return node
+
+    def bounded_number(self, members: list[Member], integer: bool) -> rx.Node:
+        """Number (or integer) texts within the members' bounds and ``multipleOf``."""
         from automask.schema import numbers
 
         lo, lo_x, hi, hi_x, mult = self.bounds(members)

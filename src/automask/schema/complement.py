@@ -13,7 +13,9 @@ are complemented as groups.
 The result is a list of *branches*, each one schema (a plain dict the
 compiler compiles like any other, with two internal keywords: ``~ref`` embeds
 a subschema at its own position, ``~notString`` holds string keywords that
-must *not* all hold). A keyword whose complement is not expressible exactly
+must *not* all hold, ``~notMultipleOf`` a number the value must not be a multiple
+of; the compiler reads it soundly, without exponent forms). A keyword whose
+complement is not expressible exactly
 raises :class:`Inexpressible` with the keyword: never an approximation, since
 an approximated complement accepts invalid values.
 
@@ -87,9 +89,11 @@ def _strings(s: dict) -> list[dict]:
 
 
 def _numbers(s: dict) -> list[dict]:
-    if "multipleOf" in s:
-        raise Inexpressible("multipleOf")
     out: list[dict] = []
+    if _num(s.get("multipleOf")):
+        out.append({"type": "number", "~notMultipleOf": s["multipleOf"]})
+    if "~notMultipleOf" in s:
+        out.append({"type": "number", "multipleOf": s["~notMultipleOf"]})
     lows, highs = [], []
     if s.get("exclusiveMinimum") is True and _num(s.get("minimum")):  # draft-04
         lows.append((s["minimum"], True))

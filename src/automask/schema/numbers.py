@@ -34,6 +34,8 @@ Contracts (soundness is never traded: a matched text always satisfies every boun
   ``0.9`` is a multiple of ``0.3``, unlike with float division). Writing the multiple
   as ``c * 10**-j``, the same rules apply to ``c`` (the digit cap counts integer-part
   digits). Exponent texts (``5e-1``) are not accepted.
+* :func:`non_multiple_node`: the texts above where that node is exact (no exponent, at
+  most :data:`UNBOUNDED_MULTIPLE_DIGITS` integer digits) whose value is *not* a multiple.
 
 Sizes past :data:`MAX_MULTIPLE_STATES` raise :class:`UnsupportedFeature`; bounds with more
 than :data:`MAX_BOUND_DIGITS` digits raise :class:`LimitExceeded`.
@@ -53,7 +55,7 @@ from automask.regex import nodes as rx
 __all__ = [
     "EXACT_CYCLIC", "MANTISSA_DECADES", "MAX_BOUND_DIGITS", "MAX_MULTIPLE_STATES",
     "UNBOUNDED_MULTIPLE_DIGITS", "decimal_multiple_node", "dfa_to_node", "integer_multiple_node",
-    "integer_node", "number_node",
+    "integer_node", "non_multiple_node", "number_node",
 ]
 
 MANTISSA_DECADES = 8
@@ -728,6 +730,27 @@ def decimal_multiple_node(multiple_of: int | float | Decimal, minimum: Bound = N
         raise GrammarError(f"multipleOf must be > 0, not {multiple_of!r}")
     lo, hi = _limits(minimum, maximum, exclusive_minimum, exclusive_maximum)
     return _decimal_multiple(m, lo, hi)
+
+
+def non_multiple_node(multiple_of: int | float | Decimal) -> rx.Node:
+    """Number texts whose value is *not* a multiple of ``multiple_of`` (``not: {multipleOf}``).
+
+    The complement of :func:`decimal_multiple_node` among the texts where that node is
+    exact: no exponent, at most :data:`UNBOUNDED_MULTIPLE_DIGITS` integer digits. So
+    no multiple is ever matched (sound); non-multiples outside those texts are left out.
+    """
+    m = _decimal(multiple_of, "multipleOf")
+    if m is None or m <= 0:
+        raise GrammarError(f"multipleOf must be > 0, not {multiple_of!r}")
+    return _non_multiple(m)
+
+
+@functools.lru_cache(maxsize=64)
+def _non_multiple(m: Decimal) -> rx.Node:
+    integer_part = rx.alt(_ZERO, rx.concat(rx.byte_range(0x31, 0x39),
+                                           rx.repeat(_D, 0, UNBOUNDED_MULTIPLE_DIGITS - 1)))
+    where_exact = _signed(rx.concat(integer_part, _ANY_FRAC))
+    return rx.intersect(where_exact, rx.complement(_decimal_multiple(m, None, None)))
 
 
 @functools.lru_cache(maxsize=256)
