@@ -476,19 +476,101 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 if s.get("type") == "integer" and v != v.to_integral_value():
                     return False
             elif isinstance(value, dict):
-                if any(r not in value for r in s.get("required", ())):
+                if not self.object_value_ok(value, m):
                     return False
-                if any(k in ("properties", "patternProperties", "additionalProperties",
-                             "minProperties", "maxProperties", "propertyNames",
-                             "unevaluatedProperties") for k in s):
-                    self.unsupported("object constraints on enumerated values", m, "enum")
             elif isinstance(value, list):
-                if s.get("uniqueItems") is True and any(
-                        _json_equal(a, b) for i, a in enumerate(value) for b in value[i + 1:]):
+                if not self.array_value_ok(value, m):
                     return False
-                if any(k in ("items", "prefixItems", "minItems", "maxItems", "contains",
-                             "unevaluatedItems") for k in s):
-                    self.unsupported("array constraints on enumerated values", m, "enum")
+        return True
+
+    def value_in(self, value, members: list[Member]) -> bool:
+        """Whether a concrete JSON value satisfies every member, read as a validator reads
+        it (the subschemas an enumerated object or array value meets): exact, and
+        ``anyOf``/``oneOf``/``not`` are evaluated, not complemented."""
+        check_time()
+        members = self.expand(members)
+        if members is None:
+            return False
+        types = set(TYPES)
+        for m in members:
+            self.check_keywords(m)
+            if "type" in m.schema:
+                ts = _type_set(m.schema["type"])
+                if ts is None:
+                    raise GrammarError(f"invalid type {m.schema['type']!r}", _pointer(m, "type"))
+                types &= ts
+        if _json_type(value) not in types:
+            return False
+        values = self.enumerated(members)
+        if values is not None and not any(_json_equal(value, v) for v in values):
+            return False
+        for m in members:
+            s = m.schema
+            for kw in ("anyOf", "oneOf"):
+                if kw in s:
+                    holds = [self.value_in(value, [Member(f"{m.uri}/{kw}/{i}", b, m.base)])
+                             for i, b in enumerate(s[kw])]
+                    if holds.count(True) != 1 if kw == "oneOf" else not any(holds):
+                        return False
+            if "not" in s and self.value_in(value, [Member(m.uri + "/not", s["not"], m.base)]):
+                return False
+        return self.value_ok(value, members)
+
+    def object_value_ok(self, value: dict, m: Member) -> bool:
+        """The object keywords of ``m`` on a concrete object."""
+        s = m.schema
+        if any(r not in value for r in s.get("required", ())):
+            return False
+        if len(value) < s.get("minProperties", 0) or len(value) > s.get("maxProperties",
+                                                                        len(value)):
+            return False
+        if s.get("unevaluatedProperties", True) is not True:
+            self.unsupported("unevaluatedProperties on enumerated values", m,
+                             "unevaluatedProperties")
+        props = s.get("properties") or {}
+        patterns = [(self.key_pattern(pat, m), Member(
+            f"{m.uri}/patternProperties/{_escape(pat)}", sub, m.base))
+            for pat, sub in self.pattern_properties(m).items()]
+        extra = s.get("additionalProperties", True if self.default_additional(s) else False)
+        for k, x in value.items():
+            at = [sub for node, sub in patterns if rx.matches(node, k.encode("utf-8"))]
+            if k in props:
+                at.append(Member(f"{m.uri}/properties/{_escape(k)}", props[k], m.base))
+            if not at and extra is not True:
+                at.append(Member(f"{m.uri}/additionalProperties", extra, m.base))
+            if not all(self.value_in(x, [sub]) for sub in at):
+                return False
+        if "propertyNames" in s:
+            names = Member(f"{m.uri}/propertyNames", s["propertyNames"], m.base)
+            return all(self.value_in(k, [names]) for k in value)
+        return True
+
+    def array_value_ok(self, value: list, m: Member) -> bool:
+        """The array keywords of ``m`` on a concrete array."""
+        s = m.schema
+        if len(value) < s.get("minItems", 0) or len(value) > s.get("maxItems", len(value)):
+            return False
+        if s.get("uniqueItems") is True and any(
+                _json_equal(a, b) for i, a in enumerate(value) for b in value[i + 1:]):
+            return False
+        if s.get("unevaluatedItems", True) is not True:
+            self.unsupported("unevaluatedItems on enumerated values", m, "unevaluatedItems")
+        prefix = _prefix(s)
+        rest, rest_kw = _rest_items(s)
+        for i, x in enumerate(value):
+            if i < len(prefix):
+                sub = Member(f"{m.uri}/{_prefix_kw(s)}/{i}", prefix[i], m.base)
+            elif rest is not None:
+                sub = Member(f"{m.uri}/{rest_kw}", rest, m.base)
+            else:
+                continue
+            if not self.value_in(x, [sub]):
+                return False
+        if "contains" in s:
+            wanted = Member(f"{m.uri}/contains", s["contains"], m.base)
+            hits = sum(self.value_in(x, [wanted]) for x in value)
+            if hits < s.get("minContains", 1) or hits > s.get("maxContains", hits):
+                return False
         return True
 
     # ------------------------------------------------------------------ strings
