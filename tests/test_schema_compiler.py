@@ -1315,3 +1315,15 @@ def test_whitespace_leads_lexemes_and_never_trails_them(schema):
                     seen.add(nxt.uid)
                     todo.append(nxt)
             assert len(seen) < 5000
+
+
+def test_multiples_of_far_values_are_decided_exactly(tiny_bpe_vocab):
+    """1e308 by 0.123456789: Decimal's ``%`` gives up on such quotients; fractions do not."""
+    schema = {"enum": [1e308, 0.246913578, 7], "not": {"multipleOf": 0.123456789}}
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert accepts_bytes(compiled, json.dumps(1e308))
+    assert accepts_bytes(compiled, "7")
+    assert not accepts_bytes(compiled, "0.246913578")  # twice the multiple
+    kept = Grammar.from_json_schema({"enum": [1e308, 3e300], "multipleOf": 1e300})
+    compiled = automask.compile(kept, tiny_bpe_vocab)
+    assert accepts_bytes(compiled, json.dumps(1e308)) and accepts_bytes(compiled, json.dumps(3e300))

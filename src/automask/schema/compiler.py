@@ -31,6 +31,7 @@ import sys
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import NamedTuple
 
 from automask.budget import check_time
@@ -469,9 +470,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                     return False
                 if hi is not None and (v > hi or (hi_x and v == hi)):
                     return False
-                if mult is not None and v % mult != 0:
+                if mult is not None and not _is_multiple(v, mult):
                     return False
-                if "~notMultipleOf" in s and v % _dec(s["~notMultipleOf"]) == 0:
+                if "~notMultipleOf" in s and _is_multiple(v, _dec(s["~notMultipleOf"])):
                     return False
                 if s.get("type") == "integer" and v != v.to_integral_value():
                     return False
@@ -661,9 +662,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                     mult = v
                 elif mult == mult.to_integral_value() and v == v.to_integral_value():
                     mult = Decimal(math.lcm(int(mult), int(v)))
-                elif mult % v == 0:
+                elif _is_multiple(mult, v):
                     pass
-                elif v % mult == 0:
+                elif _is_multiple(v, mult):
                     mult = v
                 else:
                     self.unsupported("several non-integer multipleOf", m, "multipleOf")
@@ -1105,6 +1106,12 @@ KEYWORDS_OF = {
                          "multipleOf"}),
 }
 KEYWORDS_OF["integer"] = KEYWORDS_OF["number"]
+
+
+def _is_multiple(v: Decimal, m: Decimal) -> bool:
+    """Exactly (as fractions: Decimal's ``%`` gives up on quotients past its precision,
+    1e308 by 0.123456789)."""
+    return Fraction(v) % Fraction(m) == 0
 
 
 def _holds_for_all(schema, t: str) -> bool:
