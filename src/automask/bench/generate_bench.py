@@ -50,6 +50,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from automask.bench.stats import text_table
 from automask.errors import AutomaskError
 
 PROMPT_TEMPLATE = (
@@ -566,13 +567,7 @@ def format_table(engines: Sequence[dict]) -> str:
             "-" if unconstrained else (_num(s["time_ratio"], 2) + "x"
                                        if s["time_ratio"] is not None else "-"),
         ])
-    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
-
-    def fmt(r: Sequence[Any]) -> str:
-        return "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
-                         for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-
-    return "\n".join([fmt(cols), *(fmt(r) for r in rows)])
+    return text_table(cols, rows)
 
 
 def targets(engines: Sequence[dict]) -> list[tuple[str, bool | None]]:

@@ -16,12 +16,12 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from automask.bench.peers import Engine, GrammarSpec, PeerError, SequenceOps
-from automask.bench.stats import Summary, median, summarize
+from automask.bench.stats import Summary, median, printer, summarize
 from automask.errors import AutomaskError
 
 
@@ -436,7 +436,7 @@ def _f(x: float | None, digits: int = 1) -> str:
 
 def print_grammar_table(result: dict[str, Any], reports: Sequence[EngineReport],
                         out: TextIO) -> None:
-    p = _printer(out)
+    p = printer(out)
     p(f"grammar:    {result['grammar']['source']} ({result['grammar']['kind']})")
     p(f"tokenizer:  {result['tokenizer']} ({result['vocab_size']} ids, "
       f"loaded in {result['vocab_load_ms']:.0f} ms)")
@@ -479,13 +479,6 @@ def print_grammar_table(result: dict[str, Any], reports: Sequence[EngineReport],
     if reports[0].memory:
         p(f"memory MB: {reports[0].memory['method']}; vocabulary index "
           f"{reports[0].memory['vocab_index_mb']:.1f} MB on its own")
-
-
-def _printer(out: TextIO) -> Callable[[str], None]:
-    def p(line: str) -> None:
-        print(line, file=out)
-
-    return p
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -592,7 +585,7 @@ def run_compile_bench(specs: Sequence[GrammarSpec], tokenizer_path: str, *,
         ready.append(eng)
     reports = [compile_one(eng, spec, repeat) for spec in specs for eng in ready]
 
-    p = _printer(out)
+    p = printer(out)
     p(f"tokenizer: {tokenizer_path} ({vocab.size} ids, loaded in {vocab_load_ms:.0f} ms)")
     for name, ms in index_ms.items():
         p(f"{name}: vocabulary index build {_f(ms)} ms (once per vocabulary, not in compile)")

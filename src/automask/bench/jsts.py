@@ -22,8 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automask.bench.maskbench import SchemaResult, SchemaTimeout, time_limit, walk_instance
+from automask.bench.maskbench import (
+    SchemaResult,
+    SchemaTimeout,
+    bitmask_and_row,
+    time_limit,
+    walk_instance,
+)
 from automask.bench.peers import Engine, GrammarSpec
+from automask.bench.stats import printer, text_table
 from automask.errors import AutomaskError, EmptyLanguage
 
 MAX_INSTANCE_CHARS = 500
@@ -84,10 +91,7 @@ def run_suite(suite_dir: str, vocab, engines: dict[str, Engine],
     engine in turn before the next group, each under its own time limit.
     """
     root = Path(suite_dir)
-    bitmasks = {}
-    for name, engine in engines.items():
-        bitmask = engine.allocate_bitmask()
-        bitmasks[name] = bitmask, bitmask[0] if bitmask.ndim == 2 else bitmask
+    bitmasks = {name: bitmask_and_row(engine) for name, engine in engines.items()}
     results: dict[str, dict[str, FileStats]] = {name: {} for name in engines}
     encoded: dict[str, tuple[int, ...]] = {}
     for n, path in enumerate(suite_files(suite_dir, files)):
@@ -189,13 +193,7 @@ def format_table(results: dict[str, FileStats]) -> str:
     rows = [[k, s.cases, s.passed, s.wrong_accepts, s.wrong_rejects, s.unsupported, s.crashes]
             for k, s in results.items()]
     rows.append(["TOTAL", *totals(results).values()])
-    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
-
-    def fmt(r) -> str:
-        return "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
-                         for i, (v, w) in enumerate(zip(r, widths, strict=True)))
-
-    return "\n".join([fmt(cols), *(fmt(r) for r in rows)])
+    return text_table(cols, rows)
 
 
 def format_comparison(results: dict[str, dict[str, FileStats]]) -> str:
@@ -204,19 +202,14 @@ def format_comparison(results: dict[str, dict[str, FileStats]]) -> str:
     files = list(next(iter(results.values()), {}))
     cols = ["keyword file", "cases", *(f"{n} pass/wrong-acc/unsup" for n in names)]
 
-    def cell(s) -> str:
-        return f"{s.passed}/{s.wrong_accepts}/{s.unsupported}"
+    def cell(counts: dict) -> str:
+        return f"{counts['passed']}/{counts['wrong_accepts']}/{counts['unsupported']}"
 
-    rows = [[f, results[names[0]][f].cases, *(cell(results[n][f]) for n in names)]
+    rows = [[f, results[names[0]][f].cases, *(cell(vars(results[n][f])) for n in names)]
             for f in files]
-    sums = {n: totals(results[n]) for n in names}
-    rows.append(["TOTAL", sums[names[0]]["cases"] if names else 0,
-                 *(f"{t['passed']}/{t['wrong_accepts']}/{t['unsupported']}"
-                   for t in sums.values())])
-    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
-    return "\n".join("  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
-                               for i, (v, w) in enumerate(zip(r, widths, strict=True)))
-                     for r in [cols, *rows])
+    sums = [totals(results[n]) for n in names]
+    rows.append(["TOTAL", sums[0]["cases"], *(cell(t) for t in sums)])
+    return text_table(cols, rows)
 
 
 def run_jsts(suite_dir: str, tokenizer_path: str, *, peers: Sequence[str] = (),
@@ -234,11 +227,7 @@ def run_jsts(suite_dir: str, tokenizer_path: str, *, peers: Sequence[str] = (),
     from automask.bench.peers import prepare_engines
     from automask.vocab import Vocabulary
 
-    out = stream if stream is not None else sys.stdout
-
-    def say(line: str) -> None:
-        print(line, file=out, flush=True)
-
+    say = printer(stream if stream is not None else sys.stdout)
     vocab = Vocabulary.from_file(tokenizer_path)
     paths = suite_files(suite_dir, files)
     ready, entries = prepare_engines(peers, tokenizer_path, vocab, say)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from automask.bench.peers import Engine, GrammarSpec, PeerError
+from automask.bench.stats import printer, text_table
 from automask.errors import AutomaskError, EmptyLanguage, LimitExceeded, NoLegalContinuation
 
 OUTCOMES = ("pass", "compile", "validation", "invalidation", "timeout", "crash")
@@ -291,10 +292,7 @@ def run_engines(engines: dict[str, Engine], vocab, records: Iterable[dict], *,
     """
     runs = {name: EngineRun() for name in engines}
     encoded_cache: dict[str, tuple[int, ...]] = {}  # tuples of ints: untracked
-    bitmasks = {}
-    for name, engine in engines.items():
-        bitmask = engine.allocate_bitmask()
-        bitmasks[name] = bitmask, bitmask[0] if bitmask.ndim == 2 else bitmask
+    bitmasks = {name: bitmask_and_row(engine) for name, engine in engines.items()}
     order = list(engines)
     for n, record in enumerate(records if order else ()):
         if progress:
@@ -311,6 +309,12 @@ def run_engines(engines: dict[str, Engine], vocab, records: Iterable[dict], *,
             run.stats.setdefault(result.split, SplitStats()).add(result)
             run.rows.append(result)
     return runs
+
+
+def bitmask_and_row(engine: Engine) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's bitmask, and its one row (what the walk reads a token's bit from)."""
+    bitmask = engine.allocate_bitmask()
+    return bitmask, bitmask[0] if bitmask.ndim == 2 else bitmask
 
 
 def run_schema(engine: Engine, vocab, record: dict, bitmask, row,
@@ -431,15 +435,8 @@ def format_table(results: dict[str, dict[str, dict]]) -> str:
                          s["crashes"], s["tokens"],
                          *(f"{tbm.get(k, 0):.1f}" for k in ("mean", "p50", "p99", "max")),
                          *(f"{ttfm.get(k, 0):.1f}" for k in ("p50", "p99", "max"))])
-    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
-
-    def fmt(r) -> str:
-        return "  ".join(str(v).ljust(w) if i < 2 else str(v).rjust(w)
-                         for i, (v, w) in enumerate(zip(r, widths, strict=True)))
-
-    lines = [fmt(cols), *(fmt(r) for r in rows)]
-    lines.append("(TBM in µs per mask+commit; TTFM in ms: parse + compile + first mask)")
-    return "\n".join(lines)
+    return (text_table(cols, rows, left=2)
+            + "\n(TBM in µs per mask+commit; TTFM in ms: parse + compile + first mask)")
 
 
 def ordered_summaries(stats: dict[str, SplitStats]) -> dict[str, dict]:
@@ -514,7 +511,7 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
                     "per token: fill mask, check the token's bit, commit (TBM, "
                     "time.perf_counter_ns); TTFM: parse + compile + first mask",
     }
-    p = _printer(out)
+    p = printer(out)
     p(f"MaskBench: {len(records)} schemas, {result['tests']} instances from {data_path}"
       + (f" (split {split})" if split else "")
       + (f" (sample {sample}, seed {seed})" if sample else ""))
@@ -580,8 +577,3 @@ def _print_problems(p, name: str, total: SplitStats, rows: list[SchemaResult],
             p(f"  ... and {len(bad) - 20} more ({outcome})")
 
 
-def _printer(out):
-    def p(line: str) -> None:
-        print(line, file=out, flush=True)
-
-    return p

@@ -9,8 +9,9 @@ from __future__ import annotations
 import gc
 import sys
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -80,3 +81,23 @@ def reachable(roots: Iterable[object], exclude: set[int] | None = None) -> dict[
 def total_bytes(objects: dict[int, object]) -> int:
     """Sum of ``sys.getsizeof`` (which includes an owning ndarray's data buffer)."""
     return sum(sys.getsizeof(o) for o in objects.values())
+
+
+def text_table(cols: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
+    """Columns padded to their widest cell: the first ``left`` ones left-aligned (labels),
+    the rest right-aligned (numbers)."""
+    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
+
+    def line(r: Sequence[Any]) -> str:
+        return "  ".join(str(v).ljust(w) if i < left else str(v).rjust(w)
+                         for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+
+    return "\n".join([line(cols), *(line(r) for r in rows)])
+
+
+def printer(out: TextIO) -> Callable[[str], None]:
+    """``print`` of one line to ``out``, flushed (a long bench shows its progress)."""
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    return say
