@@ -339,7 +339,8 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             return Choice(tuple(self.conj_ref(before + b + after) for b in branches))
         return self.typed(members)
 
-    def typed(self, members: list[Member]) -> Expr:
+    def types(self, members: list[Member]) -> set[str]:
+        """The JSON types every member's ``type`` allows."""
         types = set(TYPES)
         for m in members:
             t = m.schema.get("type")
@@ -349,6 +350,10 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             if ts is None:
                 raise GrammarError(f"invalid type {t!r}", _pointer(m, "type"))
             types &= ts
+        return types
+
+    def typed(self, members: list[Member]) -> Expr:
+        types = self.types(members)
         for m in members:
             types -= self.negated_types(m)
         values = self.enumerated(members)
@@ -492,15 +497,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         members = self.expand(members)
         if members is None:
             return False
-        types = set(TYPES)
         for m in members:
             self.check_keywords(m)
-            if "type" in m.schema:
-                ts = _type_set(m.schema["type"])
-                if ts is None:
-                    raise GrammarError(f"invalid type {m.schema['type']!r}", _pointer(m, "type"))
-                types &= ts
-        if _json_type(value) not in types:
+        if _json_type(value) not in self.types(members):
             return False
         values = self.enumerated(members)
         if values is not None and not any(_json_equal(value, v) for v in values):
@@ -1031,7 +1030,6 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                     return False
         return True
 
-
     def one_of_by_type(self, subs: list[Member], rest: list[Member], at: Member) -> Expr | None:
         """``oneOf`` without complements, when it is exact per type.
 
@@ -1093,19 +1091,22 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
 # ---------------------------------------------------------------------- helpers
 
 # The keywords that constrain values of one kind only (a value of another type passes).
-KEYWORDS_OF = {
-    "object": frozenset({"properties", "required", "additionalProperties", "patternProperties",
-                         "propertyNames", "minProperties", "maxProperties",
-                         "dependentRequired", "dependentSchemas", "dependencies",
-                         "unevaluatedProperties"}),
-    "array": frozenset({"items", "prefixItems", "additionalItems", "contains", "minContains",
-                        "maxContains", "minItems", "maxItems", "uniqueItems",
-                        "unevaluatedItems"}),
-    "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
-    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                         "multipleOf"}),
-}
-KEYWORDS_OF["integer"] = KEYWORDS_OF["number"]
+_OBJECT_KEYWORDS = frozenset({
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
+    "unevaluatedProperties"})
+_ARRAY_KEYWORDS = frozenset({
+    "items", "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
+    "minItems", "maxItems", "uniqueItems", "unevaluatedItems"})
+_STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
+_NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                              "multipleOf"})
+_TYPE_KEYWORDS = _OBJECT_KEYWORDS | _ARRAY_KEYWORDS | _STRING_KEYWORDS | _NUMBER_KEYWORDS
+# Per type: what a schema may hold and still hold for every value of that type.
+_INERT_FOR = {t: ANNOTATIONS | (_TYPE_KEYWORDS - own) for t, own in {
+    "object": _OBJECT_KEYWORDS, "array": _ARRAY_KEYWORDS, "string": _STRING_KEYWORDS,
+    "number": _NUMBER_KEYWORDS, "integer": _NUMBER_KEYWORDS,
+    "null": frozenset(), "boolean": frozenset()}.items()}
 
 
 def _is_multiple(v: Decimal, m: Decimal) -> bool:
@@ -1117,14 +1118,7 @@ def _is_multiple(v: Decimal, m: Decimal) -> bool:
 def _holds_for_all(schema, t: str) -> bool:
     """Whether ``schema`` surely holds for every value of type ``t``: ``true``, or only
     annotations and keywords of other types (False when unsure)."""
-    if schema is True:
-        return True
-    if not isinstance(schema, dict):
-        return False
-    others = frozenset().union(*(kws for kind, kws in KEYWORDS_OF.items()
-                                 if kind != t and kws is not KEYWORDS_OF.get(t)))
-    return all(k in ANNOTATIONS or k in others for k in schema)
-
+    return schema is True or isinstance(schema, dict) and set(schema) <= _INERT_FOR[t]
 
 
 def _excluded(n: dict) -> list:

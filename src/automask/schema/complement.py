@@ -11,13 +11,14 @@ with ``items``, ``contains`` with its counts, ``if`` with ``then``/``else``)
 are complemented as groups.
 
 The result is a list of *branches*, each one schema (a plain dict the
-compiler compiles like any other, with two internal keywords: ``~ref`` embeds
+compiler compiles like any other, with three internal keywords: ``~ref`` embeds
 a subschema at its own position, ``~notString`` holds string keywords that
-must *not* all hold, ``~notMultipleOf`` a number the value must not be a multiple
-of; the compiler reads it soundly, without exponent forms). A keyword whose
-complement is not expressible exactly
-raises :class:`Inexpressible` with the keyword: never an approximation, since
-an approximated complement accepts invalid values.
+must *not* all hold, ``~notMultipleOf`` a number the value is not a multiple of).
+A keyword whose complement is not expressible raises :class:`Inexpressible`
+with the keyword: a complement that admits more than it should accepts invalid
+values. One admits less: ``~notMultipleOf`` leaves out texts with an exponent
+(see :func:`automask.schema.numbers.non_multiple_node`), which is sound, since
+complements are taken of schemas only, never of what the compiler made of one.
 
 ``$ref``/``allOf``/``~ref`` are not complemented here: the compiler expands
 them first and unions the complements of every member of the expansion.

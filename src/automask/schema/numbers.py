@@ -725,11 +725,8 @@ def decimal_multiple_node(multiple_of: int | float | Decimal, minimum: Bound = N
     ``multipleOf: 0.01`` admits ``1.5``, ``1.25``, ``1.250`` but not ``1.255``; an integer
     ``multiple_of`` admits ``10`` and ``10.0``. Values compare as decimals.
     """
-    m = _decimal(multiple_of, "multipleOf")
-    if m is None or m <= 0:
-        raise GrammarError(f"multipleOf must be > 0, not {multiple_of!r}")
     lo, hi = _limits(minimum, maximum, exclusive_minimum, exclusive_maximum)
-    return _decimal_multiple(m, lo, hi)
+    return _decimal_multiple(_positive(multiple_of), lo, hi)
 
 
 def non_multiple_node(multiple_of: int | float | Decimal) -> rx.Node:
@@ -739,10 +736,15 @@ def non_multiple_node(multiple_of: int | float | Decimal) -> rx.Node:
     exact: no exponent, at most :data:`UNBOUNDED_MULTIPLE_DIGITS` integer digits. So
     no multiple is ever matched (sound); non-multiples outside those texts are left out.
     """
+    return _non_multiple(_positive(multiple_of))
+
+
+def _positive(multiple_of: int | float | Decimal) -> Decimal:
+    """A ``multipleOf`` as an exact Decimal (a GrammarError unless it is > 0)."""
     m = _decimal(multiple_of, "multipleOf")
     if m is None or m <= 0:
         raise GrammarError(f"multipleOf must be > 0, not {multiple_of!r}")
-    return _non_multiple(m)
+    return m
 
 
 @functools.lru_cache(maxsize=64)
