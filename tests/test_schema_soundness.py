@@ -192,6 +192,11 @@ EXTRA = [
     ], "items": False}, {}),
     ("fizz-or-buzz", {"type": "array", "items": {"type": "number", "oneOf": [
         {"multipleOf": 3}, {"multipleOf": 0.5}]}}, {}),
+    ("oneOf-closed-optional", {"type": "array", "items": {"oneOf": [
+        {"properties": {"value": {"type": "string"}, "unit": {"enum": ["s", "m"]}},
+         "additionalProperties": False},
+        {"properties": {"text": {"type": "string"}}, "additionalProperties": False}]},
+        "maxItems": 3}, {}),
     ("format-regex-items", {"type": "array", "items": {"type": "string", "format": "regex"},
                             "maxItems": 3}, {}),
     ("patternProperties-e", {"type": "object", "patternProperties": {"e": {"type": "integer"}},

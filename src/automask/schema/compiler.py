@@ -83,7 +83,7 @@ HANDLED = frozenset({
     "minContains", "maxContains", "uniqueItems",
     "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
     # internal keywords of the schemas the compiler writes itself (see complement.py)
-    "~ref", "~notString", "~notMultipleOf", "$dynamicRef",
+    "~ref", "~notString", "~notMultipleOf", "~keyOutside", "$dynamicRef",
 })
 
 
@@ -540,6 +540,10 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 at.append(Member(f"{m.uri}/additionalProperties", extra, m.base))
             if not all(self.value_in(x, [sub]) for sub in at):
                 return False
+        if "~keyOutside" in s:
+            region = self.outside_region(s["~keyOutside"])
+            if not any(rx.matches(region, k.encode("utf-8")) for k in value):
+                return False
         if "propertyNames" in s:
             names = Member(f"{m.uri}/propertyNames", s["propertyNames"], m.base)
             return all(self.value_in(k, [names]) for k in value)
@@ -770,13 +774,23 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 continue
             declared.append((k, self.conj_ref(value_members), k in required))
         extras = self.extra_classes(members, [k for k in order], names_node)
+        needs = tuple(self.outside_region(m.schema["~keyOutside"])
+                      for m in members if "~keyOutside" in m.schema)
         if extras and min_p > len(declared) + 1:
             # Extra keys may repeat (JSON allows it) and a repeated key counts once in the
             # parsed object, so extra keys are only sure to add one distinct key.
             self.unsupported("minProperties that additional properties must help reach",
                              members[0], "minProperties")
             min_p = len(declared) + 1  # lenient: enforce what can be enforced soundly
-        return self.object_body(declared, extras, min_p, max_p)
+        return self.object_body(declared, extras, min_p, max_p, needs)
+
+    def outside_region(self, spec: dict) -> rx.Node:
+        """The keys outside ``~keyOutside``'s names and (unanchored) patterns."""
+        region = utf8.text_except(list(spec["names"]))
+        if spec["patterns"]:
+            region = rx.intersect(region, rx.complement(rx.alt_of(
+                parse_regex_search(p) for p in spec["patterns"])))
+        return region
 
     def value_schemas_for_key(self, m: Member, key: str) -> list[Member] | None:
         """What member ``m`` requires of the value of ``key`` (None: the key is forbidden)."""
@@ -864,32 +878,47 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             out.append((node, value))
         return out
 
-    def object_body(self, declared, extras, min_p: int, max_p: int | None) -> Expr:
-        """``{`` members in schema order, then extra members, with count bounds ``}``."""
+    def object_body(self, declared, extras, min_p: int, max_p: int | None,
+                    needs: tuple[rx.Node, ...] = ()) -> Expr:
+        """``{`` members in schema order, then extra members, with count bounds ``}``.
+
+        ``needs``: key regions each of which some key must fall in (the complement of
+        ``additionalProperties: false``). A declared key meets the regions it lies in;
+        extra keys meet the rest (:meth:`extras_meeting`).
+        """
         js = self.json
         cap = max_p if max_p is not None else min_p
-        memo: dict[tuple[int, int, bool], Expr] = {}
+        memo: dict[tuple[int, int, bool, frozenset], Expr] = {}
         extra_member = None
         if extras:
             extra_member = Choice(tuple(
                 js.member(string_node(node), value) for node, value in extras))
+        meets = [frozenset(j for j, region in enumerate(needs)
+                           if rx.matches(region, name.encode("utf-8")))
+                 for name, _, _ in declared]
 
-        def tail(i: int, n: int, first: bool) -> Expr:
+        def rule_for(key, result: Expr) -> Expr:
+            rule = f"obj{len(self.rules)}"
+            self.rules[rule] = result
+            memo[key] = Ref(rule)
+            return memo[key]
+
+        def tail(i: int, n: int, first: bool, unmet: frozenset) -> Expr:
             """Members from the i-th declared one on, n counted so far; ``first``: none
-            written yet, and (see JsonPieces.enclose) at least one must be."""
-            key = (i, n, first)
+            written yet, and (see JsonPieces.enclose) at least one must be; ``unmet``:
+            the regions of ``needs`` no key has fallen in yet."""
+            key = (i, n, first, unmet)
             if key in memo:
                 return memo[key]
             if i == len(declared):
                 # Declared keys appear at most once; extra keys may repeat, so together
                 # they are only sure to add one distinct key towards minProperties.
                 lo = max(min_p - n, 1 if first else 0)
-                if lo > 1 or (lo == 1 and extra_member is None):
-                    rule = f"obj{len(self.rules)}"
-                    self.rules[rule] = Terminal(rx.EMPTY)
-                    memo[key] = Ref(rule)
-                    return memo[key]
                 hi = None if max_p is None else max_p - n
+                if lo > 1 or (lo == 1 and extra_member is None):
+                    return rule_for(key, Terminal(rx.EMPTY))
+                if unmet:
+                    return rule_for(key, self.extras_meeting(needs, unmet, extras, first, hi))
                 if extra_member is None or hi == 0:
                     result: Expr = Terminal(rx.EPS if lo == 0 and (hi is None or hi >= 0)
                                             else rx.EMPTY)
@@ -905,21 +934,72 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 if max_p is not None and n + 1 > max_p:
                     with_it: Expr = Terminal(rx.EMPTY)
                 else:
-                    with_it = Seq((head, tail(i + 1, nxt, False)))
-                result = with_it if req else Choice((with_it, tail(i + 1, n, first)))
-            rule = f"obj{len(self.rules)}"
-            self.rules[rule] = result
-            memo[key] = Ref(rule)
-            return memo[key]
+                    with_it = Seq((head, tail(i + 1, nxt, False, unmet - meets[i])))
+                result = with_it if req else Choice((with_it, tail(i + 1, n, first, unmet)))
+            return rule_for(key, result)
 
-        empty = min_p == 0 and not any(req for _, _, req in declared)
+        empty = min_p == 0 and not any(req for _, _, req in declared) and not needs
         try:
-            return js.enclose("{", tail(0, 0, True), "}", empty)
+            return js.enclose("{", tail(0, 0, True, frozenset(range(len(needs)))), "}", empty)
         finally:
             # A recursive closure holds itself (function -> cell -> function): left so,
             # the compile's whole state (rules, members, this compiler) would wait for
             # the cyclic collector, whose pass over it then lands in some later step.
-            tail = None
+            tail = rule_for = None
+
+    def extras_meeting(self, needs: tuple[rx.Node, ...], unmet: frozenset, extras,
+                       first: bool, hi: int | None) -> Expr:
+        """Extra members, at most ``hi``, whose keys fall in every region of ``needs``
+        named in ``unmet``: one rule per (regions still unmet, members still allowed),
+        each extra key class split by the regions it lies in (one way to read a text)."""
+        if hi is not None and hi > MAX_COUNTED_EXTRAS:
+            raise LimitExceeded(f"maxProperties above {MAX_COUNTED_EXTRAS} with keys "
+                                "required outside the declared ones")
+        js = self.json
+        sep = js.item_sep()
+        memo: dict[tuple[frozenset, int | None, bool], Expr] = {}
+
+        def cells(left: frozenset) -> list[tuple[Expr, frozenset]]:
+            """The extra members split by which of the regions ``left`` their key is in."""
+            out = []
+            for node, value in extras:
+                parts = [(node, frozenset())]
+                for j in left:
+                    parts = [(piece, hits | ({j} if inside else set()))
+                             for part, hits in parts
+                             for piece, inside in ((rx.intersect(part, needs[j]), True),
+                                                   (rx.intersect(part, rx.complement(needs[j])),
+                                                    False))
+                             if piece is not rx.EMPTY]
+                out += [(js.member(string_node(piece), value), hits) for piece, hits in parts]
+            return out
+
+        def rest(left: frozenset, most: int | None, first: bool) -> Expr:
+            key = (left, most, first)
+            if key in memo:
+                return memo[key]
+            rule = f"obj{len(self.rules)}"
+            self.rules[rule] = Terminal(rx.EMPTY)  # (the name taken: the rule may recur)
+            memo[key] = Ref(rule)
+            if not left:
+                anyone = Choice(tuple(js.member(string_node(node), value)
+                                      for node, value in extras))
+                result: Expr = (separated(anyone, sep, 0, most) if first
+                                else _repeat_with_sep(anyone, sep, 0, most))
+            elif most == 0:
+                result = Terminal(rx.EMPTY)
+            else:
+                after = None if most is None else most - 1
+                result = Choice(tuple(
+                    Seq((*(() if first else (sep,)), member, rest(left - hits, after, False)))
+                    for member, hits in cells(left)) or (Terminal(rx.EMPTY),))
+            self.rules[rule] = result
+            return memo[key]
+
+        try:
+            return rest(unmet, hi, first)
+        finally:
+            rest = None  # (see object_body)
 
     # ------------------------------------------------------------------ arrays
     def array(self, members: list[Member]) -> Expr:
@@ -1090,11 +1170,13 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
 
 # ---------------------------------------------------------------------- helpers
 
+MAX_COUNTED_EXTRAS = 16  # maxProperties up to which a needed extra key is counted
+
 # The keywords that constrain values of one kind only (a value of another type passes).
 _OBJECT_KEYWORDS = frozenset({
     "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
     "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
-    "unevaluatedProperties"})
+    "unevaluatedProperties", "~keyOutside"})
 _ARRAY_KEYWORDS = frozenset({
     "items", "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
     "minItems", "maxItems", "uniqueItems", "unevaluatedItems"})

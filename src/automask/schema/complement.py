@@ -11,9 +11,11 @@ with ``items``, ``contains`` with its counts, ``if`` with ``then``/``else``)
 are complemented as groups.
 
 The result is a list of *branches*, each one schema (a plain dict the
-compiler compiles like any other, with three internal keywords: ``~ref`` embeds
+compiler compiles like any other, with four internal keywords: ``~ref`` embeds
 a subschema at its own position, ``~notString`` holds string keywords that
-must *not* all hold, ``~notMultipleOf`` a number the value is not a multiple of).
+must *not* all hold, ``~notMultipleOf`` a number the value is not a multiple of,
+``~keyOutside`` the ``names`` and ``patterns`` of which an object has some key
+outside: the complement of ``additionalProperties: false``).
 A keyword whose complement is not expressible raises :class:`Inexpressible`
 with the keyword: a complement that admits more than it should accepts invalid
 values. One admits less: ``~notMultipleOf`` leaves out texts with an exponent
@@ -132,7 +134,13 @@ def _objects(s: dict, sub: Sub) -> list[dict]:
     if isinstance(pattern, dict) and any(not _trivial(v) for v in pattern.values()):
         raise Inexpressible("patternProperties")
     if "additionalProperties" in s and not _trivial(s["additionalProperties"]):
-        raise Inexpressible("additionalProperties")
+        if s["additionalProperties"] is not False:
+            raise Inexpressible("additionalProperties")
+        # Some key that neither a property nor a pattern names (the patterns' values
+        # are trivial here, or the line above raised).
+        out.append({"type": "object", "~keyOutside": {
+            "names": list(props) if isinstance(props, dict) else [],
+            "patterns": list(pattern) if isinstance(pattern, dict) else []}})
     if "propertyNames" in s and not _trivial(s["propertyNames"]):
         raise Inexpressible("propertyNames")
     if _count(s.get("minProperties")):
