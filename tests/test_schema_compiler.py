@@ -1351,3 +1351,37 @@ def test_multiples_of_far_values_are_decided_exactly(tiny_bpe_vocab):
     kept = Grammar.from_json_schema({"enum": [1e308, 3e300], "multipleOf": 1e300})
     compiled = automask.compile(kept, tiny_bpe_vocab)
     assert accepts_bytes(compiled, json.dumps(1e308)) and accepts_bytes(compiled, json.dumps(3e300))
+
+
+def test_json_keys_equal_exactly_where_values_are_equal():
+    """Enums are deduplicated and intersected by a hashable key: it must tell values apart
+    exactly as JSON equality does (1 and 1.0 equal, true and 1 not, key order ignored)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from automask.schema.members import _json_equal, _json_key
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3),
+                        st.sampled_from([0.0, 1.0, -1.0, 2.5, 1e300]), st.sampled_from("ab"))
+    values = st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("xyz"), inner,
+                                                     max_size=3)), max_leaves=8)
+
+    @settings(max_examples=400, deadline=None)
+    @given(values, values)
+    def check(a, b):
+        assert (_json_key(a) == _json_key(b)) == _json_equal(a, b)
+
+    check()
+    assert _json_key({"x": 1, "y": [True]}) == _json_key({"y": [True], "x": 1.0})
+    assert _json_key(True) != _json_key(1) and _json_key(0) != _json_key(False)
+
+
+def test_long_enums_compile_within_the_limits(tiny_bpe_vocab):
+    """Enums meet each other by hashing, not pairwise: 20,000 values under a oneOf with
+    another enum (pairwise, that is 400 million comparisons: past the compile limit)."""
+    words = [f"w{i}" for i in range(20_000)]
+    schema = {"oneOf": [{"enum": words}, {"enum": words[::2] + [1, 2]}]}
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert accepts_bytes(compiled, '"w1"') and accepts_bytes(compiled, "1")
+    assert not accepts_bytes(compiled, '"w2"')  # in both: oneOf fails

@@ -60,6 +60,7 @@ from automask.schema.members import (
     _count,
     _escape,
     _json_equal,
+    _json_key,
     _json_type,
     _negated,
     _num,
@@ -149,6 +150,10 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         self.root = Member(self.scoped_uri(self.root_base + "#", self.enter(0, root_base)),
                            schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
+        # Per member (by uri): its string constraints and the values its ``not`` excludes,
+        # read once for all the values of an enum (thousands, each checked against both).
+        self._strings_of: dict[str, rx.Node] = {}
+        self._excluded_of: dict[str, set] = {}
 
     # ------------------------------------------------------------------ refs
 
@@ -446,26 +451,34 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             for cand in ([s["const"]] if "const" in s else None,
                          list(s["enum"]) if "enum" in s else None):
                 if cand is not None:
-                    values = cand if values is None else [v for v in values if any(
-                        _json_equal(v, c) for c in cand)]
+                    if values is None:
+                        values = cand
+                    else:
+                        keys = {_json_key(c) for c in cand}
+                        values = [v for v in values if _json_key(v) in keys]
         if values is None:
             return None
-        unique: list = []
+        unique: dict = {}
         for v in values:
-            if not any(_json_equal(v, u) for u in unique):
-                unique.append(v)
-        return unique
+            unique.setdefault(_json_key(v), v)
+        return list(unique.values())
 
     def value_ok(self, value, members: list[Member]) -> bool:
         """Whether an enumerated value meets the other keywords of the conjunction."""
+        check_time()
         for m in members:
             s = m.schema
             n = s.get("not")
             if isinstance(n, dict):
-                if any(_json_equal(value, c) for c in _excluded(n)):
+                excluded = self._excluded_of.get(m.uri)
+                if excluded is None:
+                    excluded = self._excluded_of[m.uri] = {_json_key(c) for c in _excluded(n)}
+                if _json_key(value) in excluded:
                     return False
             if isinstance(value, str):
-                node = self.string_constraints([m])
+                node = self._strings_of.get(m.uri)
+                if node is None:
+                    node = self._strings_of[m.uri] = self.string_constraints([m])
                 if not rx.matches(node, value.encode("utf-8")):
                     return False
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -502,7 +515,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         if _json_type(value) not in self.types(members):
             return False
         values = self.enumerated(members)
-        if values is not None and not any(_json_equal(value, v) for v in values):
+        if values is not None and _json_key(value) not in {_json_key(v) for v in values}:
             return False
         for m in members:
             s = m.schema
@@ -1156,8 +1169,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 types &= set().union(*(x[0] for x in subs))
                 if all(x[2] is not None for x in subs):
                     union = [v for x in subs for v in x[2]]
+                    keys = {_json_key(u) for u in union}
                     values = union if values is None else [
-                        v for v in values if any(_json_equal(v, u) for u in union)]
+                        v for v in values if _json_key(v) in keys]
             for k, p in (s.get("properties") or {}).items():
                 if k in s.get("required", ()) and isinstance(p, dict) and depth < 3:
                     sig = self.signature([Member(f"{m.uri}/properties/{k}", p, m.base)],
@@ -1242,8 +1256,7 @@ def _sigs_disjoint(a, b) -> bool:
     tb, cb, vb, kb = b
     if not (ta & tb):
         return True
-    if va is not None and vb is not None and not any(
-            _json_equal(x, y) for x in va for y in vb):
+    if va is not None and vb is not None and not _share(va, vb):
         return True
     if va is not None and not any(_json_type(x) in tb or (
             _json_type(x) == "integer" and "number" in tb) for x in va):
@@ -1253,13 +1266,18 @@ def _sigs_disjoint(a, b) -> bool:
         return True
     if (ta & tb) <= {"object"}:
         for k in set(ca) & set(cb):
-            if not any(_json_equal(x, y) for x in ca[k] for y in cb[k]):
+            if not _share(ca[k], cb[k]):
                 return True
         # a key one side requires and the other forbids
         if any(not kb.admits(k) for k in ka.required) or \
                 any(not ka.admits(k) for k in kb.required):
             return True
     return False
+
+
+def _share(xs: list, ys: list) -> bool:
+    """Whether two lists of JSON values have a value in common."""
+    return not {_json_key(x) for x in xs}.isdisjoint(_json_key(y) for y in ys)
 
 
 def _star(e: Expr) -> Expr:

@@ -82,6 +82,20 @@ def _json_equal(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _json_key(v):
+    """A hashable key equal for exactly the values :func:`_json_equal` calls equal (so
+    a long enum is deduplicated and intersected in linear time, not quadratic)."""
+    if isinstance(v, bool) or v is None:
+        return ("literal", v)
+    if isinstance(v, (int, float)):
+        return ("number", v)  # 1 and 1.0: equal, and equal hashes
+    if isinstance(v, list):
+        return ("array", tuple(_json_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("object", frozenset((k, _json_key(x)) for k, x in v.items()))
+    return (type(v).__name__, v)
+
+
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 
