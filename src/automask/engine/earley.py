@@ -16,6 +16,7 @@ flag) take part in a set's identity; completed items do not affect the future.
 
 from __future__ import annotations
 
+import heapq
 import threading
 from array import array
 
@@ -112,8 +113,10 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
     Context-free FOLLOW sets over lexemes; used to drop tokens early (a token
     crossing a lexeme end must go on with a byte that can start what follows).
     Sets are bitmasks (bit ``i``: lexeme ``i``; the top bit: the end of the
-    text), and the fixpoints revisit only productions whose inputs changed,
-    so large schema grammars stay cheap.
+    text). The fixpoints revisit only productions whose inputs changed, in the
+    order of the nonterminals' dependencies: a rule is read after the rules it
+    reads, so a chain of 10,000 optional properties settles in one pass, not
+    one pass per link.
     """
     n_lex = len(grammar.lexemes)
     prods = [(p.lhs, p.rhs) for p in grammar.productions]
@@ -145,7 +148,14 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
         nullable[lhs] = nullable[lhs] or all_null
         return uses[lhs]
 
-    _fixpoint(len(prods), first_step)
+    # FIRST(a) reads FIRST(b) for each b on a's right sides; FOLLOW the other way round
+    # (same strongly connected parts, reversed order).
+    reads = {a: set() for a in nts}
+    for lhs, rhs in prods:
+        reads[lhs].update(sym for sym in rhs if isinstance(sym, str))
+    rank = _dependency_ranks(reads)
+    last = max(rank.values(), default=0)
+    _fixpoint([rank[lhs] for lhs, _ in prods], first_step)
     follow_nt = dict.fromkeys(nts, 0)
     follow = [0] * n_lex
     if grammar.start in follow_nt:
@@ -165,7 +175,7 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
             trailer = (trailer | first[sym]) if nullable[sym] else first[sym]
         return dirty
 
-    _fixpoint(len(prods), follow_step)
+    _fixpoint([last - rank[lhs] for lhs, _ in prods], follow_step)
     out: list[set[int] | None] = [_bit_set(bits & ~(1 << n_lex)) for bits in follow]
     for lex in grammar.ignore:
         out[lex] = None  # ignored text may stand anywhere
@@ -176,19 +186,67 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
     return out
 
 
-def _fixpoint(n: int, step) -> None:
-    """Run ``step(k)`` over 0..n-1, then again over whatever it marked dirty, until stable."""
-    dirty = bytearray(b"\1") * n
-    pending = n
-    while pending:
-        pending = 0
-        for k in range(n):
-            if dirty[k]:
-                dirty[k] = 0
-                for other in step(k):
-                    if not dirty[other]:
-                        dirty[other] = 1
-                        pending += 1
+def _fixpoint(ranks: list[int], step) -> None:
+    """Run ``step(k)`` for every k, then for whatever it returns as changed, until stable;
+    lowest ``ranks[k]`` first (each step checks the time limit every 1,024 steps)."""
+    queue = [(r, k) for k, r in enumerate(ranks)]
+    heapq.heapify(queue)
+    queued = bytearray(b"\1") * len(ranks)
+    steps = 0
+    while queue:
+        _, k = heapq.heappop(queue)
+        queued[k] = 0
+        steps += 1
+        if not steps & 1023:
+            check_time()
+        for other in step(k):
+            if not queued[other]:
+                queued[other] = 1
+                heapq.heappush(queue, (ranks[other], other))
+
+
+def _dependency_ranks(reads: dict[str, set[str]]) -> dict[str, int]:
+    """A rank per node such that a node ranks after every node it reads, except within a
+    cycle (one rank for the whole strongly connected part). Tarjan's algorithm, iterative:
+    it finishes a part only after every part the part reads."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    rank: dict[str, int] = {}
+    parts = 0
+    for root in reads:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(reads[root]))]
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(reads.get(w, ()))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        rank[w] = parts
+                        if w == v:
+                            break
+                    parts += 1
+    return rank
 
 
 def _bit_set(bits: int) -> set[int]:
