@@ -107,3 +107,16 @@ def test_a_long_budget_reads_no_clock_for_a_little_work(monkeypatch):
     assert not reads
     with time_budget(0.0, "nothing"), pytest.raises(LimitExceeded):
         check_time()
+
+
+def test_check_time_now_reads_the_clock_at_once():
+    """A compile's coarse steps (a rule each) may be far apart: ``check_time_now`` raises
+    on the first step past the limit, where ``check_time`` may count 31 more first."""
+    from automask.budget import check_time_now
+
+    with time_budget(0.2, "a coarse loop"):
+        check_time_now()  # starts the clock
+        _burn(0.25)
+        check_time()  # only counts: the clock is not read
+        with pytest.raises(LimitExceeded, match="a coarse loop"):
+            check_time_now()

@@ -266,8 +266,7 @@ class _Lowerer:
         return f"{base}~{self.helper_count}"
 
     def add(self, lhs: str, rhs: Sequence[Symbol]) -> None:
-        if not len(self.productions) & 255:
-            check_time()
+        check_time()  # (it reads the clock every 32nd call: a lowering can take seconds)
         if len(self.productions) >= MAX_PRODUCTIONS:
             raise LimitExceeded(f"grammar has more than {MAX_PRODUCTIONS} productions")
         self.productions.append(Production(lhs, tuple(rhs)))

@@ -34,7 +34,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-from automask.budget import check_time
+from automask.budget import check_time, check_time_now
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower
 from automask.regex import nodes as rx
@@ -179,7 +179,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         if name is None:
             if len(self._memo) >= self.options.max_rules:
                 raise LimitExceeded(f"schema needs more than {self.options.max_rules} rules")
-            check_time()  # distributions (oneOf, not, anyOf subsets) can multiply rules
+            check_time_now()  # distributions (oneOf, not, anyOf subsets) can multiply rules
             name = f"s{len(self._memo)}:{key[0].rsplit('#', 1)[-1][-40:] or '/'}"
             self._memo[key] = name
             self.rules[name] = self.conj(members)
