@@ -554,7 +554,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             if not all(self.value_in(x, [sub]) for sub in at):
                 return False
         if "~keyOutside" in s:
-            region = self.outside_region(s["~keyOutside"])
+            region = self.outside_region(s["~keyOutside"], m)
             if not any(rx.matches(region, k.encode("utf-8")) for k in value):
                 return False
         if "propertyNames" in s:
@@ -743,24 +743,8 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 v = _count(s["maxProperties"], m, "maxProperties")
                 max_p = v if max_p is None else min(max_p, v)
             if "propertyNames" in s:
-                pn = s["propertyNames"]
-                if pn is False:
-                    names_node = rx.EMPTY
-                elif isinstance(pn, dict):
-                    sub = self.expand([Member(m.uri + "/propertyNames", pn, m.base)]) or []
-                    for x in sub:
-                        extra = set(x.schema) - ANNOTATIONS - {
-                            "type", "pattern", "minLength", "maxLength", "format", "enum",
-                            "const", "$ref", "allOf"}
-                        if extra or x.schema.get("type", "string") != "string":
-                            self.unsupported("propertyNames beyond string constraints",
-                                             m, "propertyNames")
-                    values = self.enumerated(sub)
-                    node = self.string_constraints(sub)
-                    if values is not None:
-                        node = rx.intersect(node, rx.alt_of(
-                            rx.literal(v.encode()) for v in values if isinstance(v, str)))
-                    names_node = rx.intersect(names_node, node)
+                names_node = rx.intersect(names_node, self.names_admitted(
+                    Member(m.uri + "/propertyNames", s["propertyNames"], m.base)))
         for k in required:
             if k not in order:
                 order.append(k)
@@ -787,7 +771,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 continue
             declared.append((k, self.conj_ref(value_members), k in required))
         extras = self.extra_classes(members, [k for k in order], names_node)
-        needs = tuple(self.outside_region(m.schema["~keyOutside"])
+        needs = tuple(self.outside_region(m.schema["~keyOutside"], m)
                       for m in members if "~keyOutside" in m.schema)
         if extras and min_p > len(declared) + 1:
             # Extra keys may repeat (JSON allows it) and a repeated key counts once in the
@@ -797,12 +781,43 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             min_p = len(declared) + 1  # lenient: enforce what can be enforced soundly
         return self.object_body(declared, extras, min_p, max_p, needs)
 
-    def outside_region(self, spec: dict) -> rx.Node:
-        """The keys outside ``~keyOutside``'s names and (unanchored) patterns."""
-        region = utf8.text_except(list(spec["names"]))
-        if spec["patterns"]:
+    def names_admitted(self, pn: Member, exact: bool = False) -> rx.Node:
+        """The key texts a ``propertyNames`` schema admits: string keywords, ``enum``/
+        ``const`` and ``not`` of those. ``exact``: for a complement, so no ``format``
+        (its automaton leaves some valid strings out)."""
+        if pn.schema is True or pn.schema is False:
+            return ANY_TEXT if pn.schema else rx.EMPTY
+        sub = self.expand([pn])
+        if sub is None:
+            return rx.EMPTY
+        allowed = _NAME_KEYWORDS - ({"format"} if exact else set())
+        for x in sub:
+            s = x.schema
+            n = s.get("not", {})
+            if (set(s) - allowed or s.get("type", "string") != "string"
+                    or not isinstance(n, dict) or set(n) - ANNOTATIONS - {"enum", "const"}):
+                embedded = pn.schema.get("~ref")  # a complement's: the user's position
+                self.unsupported("propertyNames beyond string constraints",
+                                 embedded if isinstance(embedded, Member) else pn, None)
+                if exact:  # lenient: the complement admits nothing (the strict side)
+                    return ANY_TEXT
+        values = self.enumerated(sub)
+        node = self.string_constraints(sub)
+        if values is not None:
+            node = rx.intersect(node, rx.alt_of(
+                rx.literal(v.encode()) for v in values if isinstance(v, str)))
+        return node
+
+    def outside_region(self, spec: dict, m: Member) -> rx.Node:
+        """The keys outside ``~keyOutside``'s names, (unanchored) patterns and the names
+        its ``admitted`` schema admits."""
+        region = utf8.text_except(list(spec.get("names", ())))
+        if spec.get("patterns"):
             region = rx.intersect(region, rx.complement(rx.alt_of(
                 parse_regex_search(p) for p in spec["patterns"])))
+        if "admitted" in spec:
+            region = rx.intersect(region, rx.complement(self.names_admitted(
+                Member(m.uri + "/~keyOutside", spec["admitted"], m.base), exact=True)))
         return region
 
     def value_schemas_for_key(self, m: Member, key: str) -> list[Member] | None:
@@ -1184,6 +1199,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
 
 # ---------------------------------------------------------------------- helpers
 
+# What a propertyNames schema may hold (after expansion): string keywords and values.
+_NAME_KEYWORDS = ANNOTATIONS | {"type", "pattern", "minLength", "maxLength", "format", "enum",
+                                "const", "not", "$ref", "allOf", "~ref"}
 MAX_COUNTED_EXTRAS = 16  # maxProperties up to which a needed extra key is counted
 
 # The keywords that constrain values of one kind only (a value of another type passes).

@@ -14,8 +14,9 @@ The result is a list of *branches*, each one schema (a plain dict the
 compiler compiles like any other, with four internal keywords: ``~ref`` embeds
 a subschema at its own position, ``~notString`` holds string keywords that
 must *not* all hold, ``~notMultipleOf`` a number the value is not a multiple of,
-``~keyOutside`` the ``names`` and ``patterns`` of which an object has some key
-outside: the complement of ``additionalProperties: false``).
+``~keyOutside`` the ``names``, ``patterns`` and ``admitted`` names (a subschema)
+of which an object has some key outside: the complements of
+``additionalProperties: false`` and of ``propertyNames``).
 A keyword whose complement is not expressible raises :class:`Inexpressible`
 with the keyword: a complement that admits more than it should accepts invalid
 values. One admits less: ``~notMultipleOf`` leaves out texts with an exponent
@@ -142,7 +143,10 @@ def _objects(s: dict, sub: Sub) -> list[dict]:
             "names": list(props) if isinstance(props, dict) else [],
             "patterns": list(pattern) if isinstance(pattern, dict) else []}})
     if "propertyNames" in s and not _trivial(s["propertyNames"]):
-        raise Inexpressible("propertyNames")
+        # Some key the names schema rejects (the compiler raises where that schema holds
+        # more than string keywords, or a format: not exact to complement).
+        out.append({"type": "object",
+                    "~keyOutside": {"admitted": sub("propertyNames")}})
     if _count(s.get("minProperties")):
         out.append({"type": "object", "maxProperties": _count(s["minProperties"]) - 1})
     if _count(s.get("maxProperties")) is not None:
