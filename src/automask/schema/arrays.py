@@ -11,7 +11,7 @@ from automask.regex import nodes as rx
 from automask.schema.members import (
     TYPES,
     Member,
-    _json_equal,
+    _json_key,
     _json_type,
     _negated,
     _types_of,
@@ -34,6 +34,7 @@ class CountedArrays:
         js = self.json
         sep = js.item_sep()
         values: list = []  # every candidate value, once (JSON equality)
+        index: dict = {}  # its JSON key -> its place in values
         domains: dict[int | None, tuple[list[Member], list[int]] | None] = {}
 
         def domain(i: int | None):
@@ -51,10 +52,9 @@ class CountedArrays:
                     cands = [v for v in (None, True, False) if _json_type(v) in types]
                 ids = []
                 for v in cands:
-                    k = next((j for j, u in enumerate(values) if _json_equal(u, v)), None)
-                    if k is None:
+                    k = index.setdefault(_json_key(v), len(values))
+                    if k == len(values):
                         values.append(v)
-                        k = len(values) - 1
                     ids.append(k)
                 domains[i] = (subs, ids)
             return domains[i]

@@ -59,7 +59,6 @@ from automask.schema.members import (
     Member,
     _count,
     _escape,
-    _json_equal,
     _json_key,
     _json_type,
     _negated,
@@ -567,8 +566,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         s = m.schema
         if len(value) < s.get("minItems", 0) or len(value) > s.get("maxItems", len(value)):
             return False
-        if s.get("uniqueItems") is True and any(
-                _json_equal(a, b) for i, a in enumerate(value) for b in value[i + 1:]):
+        if s.get("uniqueItems") is True and len({_json_key(x) for x in value}) < len(value):
             return False
         if s.get("unevaluatedItems", True) is not True:
             self.unsupported("unevaluatedItems on enumerated values", m, "unevaluatedItems")
@@ -814,7 +812,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         region = utf8.text_except(list(spec.get("names", ())))
         if spec.get("patterns"):
             region = rx.intersect(region, rx.complement(rx.alt_of(
-                parse_regex_search(p) for p in spec["patterns"])))
+                self.key_pattern(p, m) for p in spec["patterns"])))
         if "admitted" in spec:
             region = rx.intersect(region, rx.complement(self.names_admitted(
                 Member(m.uri + "/~keyOutside", spec["admitted"], m.base), exact=True)))
@@ -946,14 +944,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                 if lo > 1 or (lo == 1 and extra_member is None):
                     return rule_for(key, Terminal(rx.EMPTY))
                 if unmet:
-                    return rule_for(key, self.extras_meeting(needs, unmet, extras, first, hi))
-                if extra_member is None or hi == 0:
-                    result: Expr = Terminal(rx.EPS if lo == 0 and (hi is None or hi >= 0)
-                                            else rx.EMPTY)
-                elif first:
-                    result = separated(extra_member, js.item_sep(), lo, hi)
-                else:
-                    result = _repeat_with_sep(extra_member, js.item_sep(), lo, hi)
+                    return rule_for(key, self.extras_meeting(needs, unmet, extras,
+                                                             extra_member, first, hi))
+                result: Expr = self.extra_run(extra_member, first, lo, hi)
             else:
                 name, value, req = declared[i]
                 member = js.member(name, value)
@@ -975,8 +968,17 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             # the cyclic collector, whose pass over it then lands in some later step.
             tail = rule_for = None
 
+    def extra_run(self, extra_member: Expr | None, first: bool, lo: int,
+                  hi: int | None) -> Expr:
+        """``lo..hi`` extra members, each after a separator unless ``first``."""
+        if extra_member is None or hi == 0:
+            return Terminal(rx.EPS if lo == 0 and (hi is None or hi >= 0) else rx.EMPTY)
+        sep = self.json.item_sep()
+        return (separated(extra_member, sep, lo, hi) if first
+                else _repeat_with_sep(extra_member, sep, lo, hi))
+
     def extras_meeting(self, needs: tuple[rx.Node, ...], unmet: frozenset, extras,
-                       first: bool, hi: int | None) -> Expr:
+                       extra_member: Expr, first: bool, hi: int | None) -> Expr:
         """Extra members, at most ``hi``, whose keys fall in every region of ``needs``
         named in ``unmet``: one rule per (regions still unmet, members still allowed),
         each extra key class split by the regions it lies in (one way to read a text)."""
@@ -1010,10 +1012,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             self.rules[rule] = Terminal(rx.EMPTY)  # (the name taken: the rule may recur)
             memo[key] = Ref(rule)
             if not left:
-                anyone = Choice(tuple(js.member(string_node(node), value)
-                                      for node, value in extras))
-                result: Expr = (separated(anyone, sep, 0, most) if first
-                                else _repeat_with_sep(anyone, sep, 0, most))
+                result: Expr = self.extra_run(extra_member, first, 0, most)
             elif most == 0:
                 result = Terminal(rx.EMPTY)
             else:
@@ -1240,7 +1239,7 @@ def _excluded(n: dict) -> list:
     values = list(n.get("enum") or []) if "enum" in n else None
     if "const" in n:  # with both, only values in both are excluded
         values = [n["const"]] if values is None else [
-            v for v in values if _json_equal(v, n["const"])]
+            v for v in values if _json_key(v) == _json_key(n["const"])]
     return values or []
 
 

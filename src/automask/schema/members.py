@@ -70,21 +70,10 @@ def _json_type(v) -> str:
     return "object"
 
 
-def _json_equal(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
 def _json_key(v):
-    """A hashable key equal for exactly the values :func:`_json_equal` calls equal (so
-    a long enum is deduplicated and intersected in linear time, not quadratic)."""
+    """JSON equality as a hashable key: equal keys for exactly the equal JSON values
+    (numbers by value, 1 and 1.0 alike; booleans apart from numbers; objects whatever
+    their key order), so enums are deduplicated and met in linear time."""
     if isinstance(v, bool) or v is None:
         return ("literal", v)
     if isinstance(v, (int, float)):
