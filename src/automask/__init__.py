@@ -18,6 +18,7 @@ from automask.errors import (
 )
 from automask.generation.loop import generate
 from automask.grammar.ir import Grammar
+from automask.grammar.segments import Tag
 from automask.vocab import Vocabulary
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "LimitExceeded",
     "Matcher",
     "NoLegalContinuation",
+    "Tag",
     "UnsupportedFeature",
     "Vocabulary",
     "VocabularyError",

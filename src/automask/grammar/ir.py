@@ -142,6 +142,25 @@ class Grammar:
         return parse_lark(text, start=start)
 
     @classmethod
+    def from_tags(cls, tags, *, triggers=None, free_text: bool = True, min_segments: int = 0,
+                  max_segments: int | None = None) -> Grammar:
+        """Free text in which a trigger opens a segment ``begin content end`` of one of the
+        ``tags`` (tool calls); see :mod:`automask.grammar.segments`."""
+        from automask.grammar.segments import tagged_segments
+
+        return tagged_segments(tags, triggers=triggers, free_text=free_text,
+                               min_segments=min_segments, max_segments=max_segments)
+
+    @classmethod
+    def after_reasoning(cls, inner: Grammar, *, begin: str = "<think>", end: str = "</think>",
+                        required: bool = False) -> Grammar:
+        """Free text closed by ``end`` (after an optional, or ``required``, ``begin``), then
+        ``inner``: a reasoning block before the constrained answer."""
+        from automask.grammar.segments import after_reasoning
+
+        return after_reasoning(inner, begin=begin, end=end, required=required)
+
+    @classmethod
     def from_json_schema(cls, schema, **options) -> Grammar:
         """JSON texts valid under a JSON Schema (dict, bool or JSON string).
 
