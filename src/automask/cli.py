@@ -5,6 +5,7 @@ Layout (each leaf is registered by one ``_add_*`` function and runs one
 
     automask --version
     automask generate ...        generate from a prompt under a schema/regex/grammar
+    automask serve ...           an OpenAI-compatible server with structured outputs
     automask bench grammar ...   one grammar over many instances, vs peers
     automask bench compile ...   compile and first-mask times of grammars/regexes
     automask bench maskbench ... JSON Schema compliance and speed (MaskBench), vs peers
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_bench(commands)
     _add_generate(commands)
+    _add_serve(commands)
     return parser
 
 
@@ -281,6 +283,24 @@ def _add_generate(commands: argparse._SubParsersAction) -> None:
                         "forced")
     p.add_argument("--json", action="store_true", help="print one JSON result on stdout")
     p.set_defaults(handler=_cmd_generate)
+
+
+def _add_serve(commands: argparse._SubParsersAction) -> None:
+    from automask.serve.command import add_arguments
+
+    p = commands.add_parser(
+        "serve", help="an OpenAI-compatible server with structured outputs",
+        description="Serve /v1/chat/completions, /v1/completions, /v1/models, /health and "
+                    "/metrics; response_format, structured_outputs and tools are enforced "
+                    "by token masks. Needs the serve extra.")
+    add_arguments(p)
+    p.set_defaults(handler=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from automask.serve import command
+
+    return command.run(args)
 
 
 def _whitespace(text: str):

