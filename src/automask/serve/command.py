@@ -152,6 +152,12 @@ class _Uvicorn:
                 if self.started:
                     outer.announce(self)
 
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                super().handle_exit(sig, frame)
+                # uvicorn re-raises the stop signal after its graceful shutdown, so the
+                # process would die by it; a stop signal is how this command ends: exit 0.
+                self._captured_signals.clear()
+
         self.server = _Server(config)
         self.model = model
 

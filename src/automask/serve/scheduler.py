@@ -222,18 +222,20 @@ class Scheduler:
             for index in range(job.n):
                 seq = _Sequence(job, index, self.runner.open(), self.eos)
                 forced = self._forced(seq)
+                for token in forced:
+                    self._append(seq, token)
                 seq.feed = job.prompt + forced
                 seq.keep = len(forced) + 1 if seq.wants_rows else 1
                 self._running.append(seq)
             free -= job.n
 
     def _step(self) -> None:
-        batch = self._running
+        batch = list(self._running)  # finishing sequences leave _running as we go
         started = time.perf_counter()
         rows = self.runner.feed([(s.slot, s.feed, s.keep) for s in batch])
         self.metrics.observe("forward", time.perf_counter() - started)
         self.steps += 1
-        nwords = (self.vocab.size + 31) // 32
+        nwords = (max(self.vocab.size, self.runner.width) + 31) // 32  # padded ids: 0 bits
         bitmask = np.zeros((len(batch), nwords), dtype=np.int32)
         now = time.monotonic()
         for i, (seq, logits) in enumerate(zip(batch, rows, strict=True)):
