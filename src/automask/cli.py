@@ -56,6 +56,7 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     _add_bench_maskbench(kinds)
     _add_bench_jsts(kinds)
     _add_bench_generate(kinds)
+    _add_bench_serve(kinds)
 
 
 def _peer_names() -> list[str]:
@@ -206,6 +207,52 @@ def _add_bench_generate(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT",
                    help="write the summaries and per-schema rows as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_generate)
+
+
+def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser(
+        "serve",
+        help="automask serve under concurrent streamed requests, constrained vs unconstrained",
+        description="Start `automask serve` (or use --url), pick MaskBench schemas the server "
+                    "compiles, and send the same prompts with and without response_format "
+                    "from concurrent openai clients at each concurrency, in alternating "
+                    "blocks. Reports output tokens/s, TTFT, TPOT, finish reasons, validity "
+                    "(jsonschema) and the server's forward/mask time per step; --check exits "
+                    "1 when a target is missed.",
+    )
+    p.add_argument("--url", metavar="URL",
+                   help="a running server's base URL (e.g. http://127.0.0.1:8000/v1); "
+                        "default: start one")
+    p.add_argument("--model", metavar="PATH_OR_ID",
+                   help="the server's --model when the bench starts it (default: its default)")
+    p.add_argument("--max-sequences", type=_positive_int, metavar="N",
+                   help="the server's --max-sequences when the bench starts it (default: "
+                        "16 or the highest concurrency)")
+    p.add_argument("--data", metavar="FILE",
+                   help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
+                        "next to the repository)")
+    p.add_argument("--sample", type=_positive_int, default=24, metavar="N",
+                   help="schemas to keep: the first N in a seeded order that the server "
+                        "compiles and jsonschema can check (default 24)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the order "
+                                                                  "(default 0)")
+    p.add_argument("--concurrency", default="1,4,16", metavar="C1,C2,...",
+                   help="client threads at each level (default 1,4,16)")
+    p.add_argument("--requests", type=_positive_int, default=32, metavar="N",
+                   help="requests per mode at each concurrency (default 32)")
+    p.add_argument("--rounds", type=_positive_int, default=2, metavar="R",
+                   help="blocks per mode at each concurrency, in ABBA order (default 2)")
+    p.add_argument("--max-tokens", type=_positive_int, default=128, metavar="N",
+                   help="max_tokens of every request (default 128)")
+    p.add_argument("--ready-timeout", type=_positive_float, default=300.0, metavar="S",
+                   help="seconds to wait for the server to be ready (default 300)")
+    p.add_argument("--timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="seconds per request (default 600)")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if a target is not met (validity, throughput ratios)")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the levels, ratios, targets and every request as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_serve)
 
 
 _GENERATE_HELP = """\
@@ -450,6 +497,22 @@ def _cmd_bench_generate(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens, vs=_comma_list(args.vs), timeout_s=args.timeout)
     _write_json(args.json, result)
     return 0
+
+
+def _cmd_bench_serve(args: argparse.Namespace) -> int:
+    from automask.bench import serve_bench
+
+    result = serve_bench.run_command(
+        url=args.url, data=args.data, sample=args.sample, seed=args.seed,
+        levels=serve_bench.parse_levels(args.concurrency), requests=args.requests,
+        rounds=args.rounds, max_tokens=args.max_tokens, model=args.model,
+        max_sequences=args.max_sequences, ready_timeout=args.ready_timeout,
+        timeout_s=args.timeout)
+    _write_json(args.json, result)
+    fails = serve_bench.failed_targets(result) if args.check else []
+    for line in fails:
+        print(f"automask: check failed: {line}", file=sys.stderr)
+    return EXIT_CHECK_FAILED if fails else 0
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
