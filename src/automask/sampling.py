@@ -334,10 +334,15 @@ def _filter(p: np.ndarray, top_k: int, top_p: float) -> np.ndarray:
 
 
 def _draw(p: np.ndarray, u: float) -> int:
-    """Inverse-CDF draw from unnormalised ``p`` (index order); never a zero-probability slot."""
+    """Inverse-CDF draw from unnormalised ``p`` (index order); never a zero-probability slot.
+
+    The first ``j`` with ``cdf[j] > u * cdf[-1]`` has ``p[j] > 0``; only rounding
+    (``u * cdf[-1]`` reaching ``cdf[-1]``) can push ``j`` past the end, and then the
+    last positive slot is taken.
+    """
     cdf = np.cumsum(p)
     j = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-    return min(j, int(np.flatnonzero(p)[-1]))
+    return j if j < p.size else int(np.flatnonzero(p)[-1])
 
 
 # ---------------------------------------------------------------- public API
@@ -357,7 +362,8 @@ class Sampler:
         self.rng = np.random.default_rng(seed)
 
     def step(self, logits: Any, bitmask: Any = None, previous: Any = None,
-             forced: bool | Sequence[bool] | None = None) -> tuple[list[int], list[StepStats]]:
+             forced: bool | Sequence[bool] | None = None, *,
+             with_stats: bool = True) -> tuple[list[int], list[StepStats]]:
         """One decode step: a token and a :class:`StepStats` per row.
 
         ``logits``: ``(B, V)`` or ``(V,)``, NumPy or torch, unmasked (the raw
@@ -366,8 +372,10 @@ class Sampler:
         than ``V``), or ``None`` for no constraint. ``previous``: per row, the
         token ids the repetition penalty applies to (a flat list for 1-D
         logits). ``forced``: a flag (or one per row) marking the step as forced
-        in the stats. Raises :class:`NoLegalContinuation` before consuming any
-        randomness if a row has no legal token.
+        in the stats. ``with_stats=False`` skips the diagnostics (a full pass
+        over each row; a server asks for them only when a client does) and
+        returns no stats. Raises :class:`NoLegalContinuation` before consuming
+        any randomness if a row has no legal token.
         """
         x, one_row = _logits_2d(logits)
         batch, width = x.shape
@@ -385,8 +393,11 @@ class Sampler:
         stats: list[StepStats] = []
         for b in range(batch):
             ids = legal[b] if legal[b] is not None else np.arange(width)
-            sub = x[b, ids]  # a copy: the penalty must not touch the raw row
-            _penalise(sub, ids, prev[b], params.repetition_penalty)
+            if ids.size == width and (params.repetition_penalty == 1.0 or not prev[b].size):
+                sub = x[b]  # every token legal, nothing to penalise: no copy needed
+            else:
+                sub = x[b, ids]  # a copy: the penalty must not touch the raw row
+                _penalise(sub, ids, prev[b], params.repetition_penalty)
             if greedy:
                 choice = int(np.argmax(sub))
             else:
@@ -395,7 +406,8 @@ class Sampler:
                 choice = int(kept[_draw(p[kept], float(uniforms[b]))])
             token = int(ids[choice])
             tokens.append(token)
-            stats.append(_row_stats(x[b], legal[b], token, bool(flags[b])))
+            if with_stats:
+                stats.append(_row_stats(x[b], legal[b], token, bool(flags[b])))
         return tokens, stats
 
 

@@ -271,9 +271,11 @@ class Scheduler:
         if matcher is not None:
             matcher.fill_bitmask(bitmask, i)
         self.metrics.observe("mask", time.perf_counter() - started)
-        (token,), (stats,) = seq.sampler.step(logits[None], bitmask[i:i + 1]
-                                              if matcher is not None else None, [seq.penalized])
-        seq.stats.append((stats.kl, stats.legal_mass, stats.forced, stats.raw_argmax_legal))
+        (token,), stats = seq.sampler.step(
+            logits[None], bitmask[i:i + 1] if matcher is not None else None, [seq.penalized],
+            with_stats=job.diagnostics)
+        for st in stats:
+            seq.stats.append((st.kl, st.legal_mass, st.forced, st.raw_argmax_legal))
         if job.top_logprobs is not None:
             seq.pending_logprobs.append(self._logprob_entry(logits, token, job.top_logprobs))
         if token in self.eos:
@@ -319,8 +321,9 @@ class Scheduler:
 
     def _record_forced(self, seq: _Sequence, row: np.ndarray, token: int) -> None:
         """Diagnostics and logprobs of a fast-forwarded token (one legal token: KL = -log p)."""
-        logprob = float(_log_softmax_at(row, token))
-        seq.stats.append((-logprob, math.exp(logprob), True, int(np.argmax(row)) == token))
+        if seq.job.diagnostics:
+            logprob = float(_log_softmax_at(row, token))
+            seq.stats.append((-logprob, math.exp(logprob), True, int(np.argmax(row)) == token))
         if seq.job.top_logprobs is not None:
             seq.pending_logprobs.append(self._logprob_entry(row, token, seq.job.top_logprobs))
 
