@@ -26,6 +26,26 @@ from automask.vocab import Vocabulary
 OnToken = Callable[[int], None]
 
 
+def forced_after(matcher: Matcher | None, budget: int) -> list[int]:
+    """Forced tokens to fast-forward (accepted into ``matcher``), at most ``budget``."""
+    if matcher is None or budget <= 0 or matcher.is_terminated():
+        return []
+    forced = matcher.forced_tokens(max_tokens=budget)
+    accepted = matcher.accept_tokens(forced)
+    return forced[:accepted]
+
+
+def only_eos_left(matcher: Matcher | None, eos: frozenset[int]) -> bool:
+    """Accepting, and no token but EOS is legal: the output cannot grow any further."""
+    if matcher is None:
+        return False
+    if matcher.is_terminated():
+        return True
+    if not matcher.is_accepting():
+        return False
+    return all(int(t) in eos for t in matcher.allowed_token_ids())
+
+
 class Session:
     """What one generation works with: decoder, vocabulary, compiled grammar, prompt ids."""
 
@@ -114,22 +134,10 @@ class Session:
         return out
 
     def forced_after(self, matcher: Matcher | None, budget: int) -> list[int]:
-        """Forced tokens to fast-forward (accepted into ``matcher``), at most ``budget``."""
-        if matcher is None or budget <= 0 or matcher.is_terminated():
-            return []
-        forced = matcher.forced_tokens(max_tokens=budget)
-        accepted = matcher.accept_tokens(forced)
-        return forced[:accepted]
+        return forced_after(matcher, budget)
 
     def only_eos_left(self, matcher: Matcher | None) -> bool:
-        """Accepting, and no token but EOS is legal: the output cannot grow any further."""
-        if matcher is None:
-            return False
-        if matcher.is_terminated():
-            return True
-        if not matcher.is_accepting():
-            return False
-        return all(int(t) in self.eos for t in matcher.allowed_token_ids())
+        return only_eos_left(matcher, self.eos)
 
     def finish(self, tokens: list[int], trace: list[StepRecord], matcher: Matcher | None,
                reason: str, started: float, beams: list | None = None) -> GenerationResult:

@@ -39,6 +39,7 @@ import numpy as np
 from automask.engine.compiled import CompiledGrammar
 from automask.engine.matcher import Matcher
 from automask.errors import AutomaskError
+from automask.generation.session import forced_after, only_eos_left
 from automask.sampling import Sampler, SamplingParams
 from automask.serve.metrics import Metrics
 from automask.serve.protocol import RequestError
@@ -263,7 +264,7 @@ class Scheduler:
             self._record_forced(seq, row, token)
         logits = rows[-1]
         matcher = seq.matcher
-        if self._only_eos_left(matcher):
+        if only_eos_left(matcher, self.eos):
             return self._finish(seq, STOP)
         if len(seq.tokens) >= job.max_tokens:
             return self._finish(seq, LENGTH)
@@ -297,22 +298,9 @@ class Scheduler:
 
     def _forced(self, seq: _Sequence) -> list[int]:
         """Tokens the grammar forces next (accepted into the matcher), within max_tokens."""
-        budget = seq.job.max_tokens - len(seq.tokens)
-        if seq.matcher is None or budget <= 0 or seq.matcher.is_terminated():
-            return []
-        forced = seq.matcher.forced_tokens(max_tokens=budget)
-        accepted = seq.matcher.accept_tokens(forced)
-        seq.forced += accepted
-        return forced[:accepted]
-
-    def _only_eos_left(self, matcher: Matcher | None) -> bool:
-        if matcher is None:
-            return False
-        if matcher.is_terminated():
-            return True
-        if not matcher.is_accepting():
-            return False
-        return all(int(t) in self.eos for t in matcher.allowed_token_ids())
+        forced = forced_after(seq.matcher, seq.job.max_tokens - len(seq.tokens))
+        seq.forced += len(forced)
+        return forced
 
     def _append(self, seq: _Sequence, token: int) -> None:
         seq.tokens.append(token)
