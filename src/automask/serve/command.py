@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from automask.generation.gguf_chat import GGUFTokenizer
 from automask.generation.models import (
     DEFAULT_MODEL_FILE,
     ModelUnavailable,
@@ -33,17 +34,31 @@ REASONING_DEFAULT = ("<think>", "</think>")
 SHUTDOWN_GRACE = 3.0
 
 
-def tokenizer_for(spec: str | None) -> Any:
-    """The transformers tokenizer (with its chat template) of a model spec."""
+def prompt_side(spec: str | None, runner: Any) -> tuple[Any, Any]:
+    """(tokenizer with its chat template, automask Vocabulary) of the model a runner runs.
+
+    A GGUF model on llama.cpp reads both from its file (no transformers, no
+    torch: see :mod:`automask.generation.gguf_chat`); a Hugging Face model uses
+    its transformers tokenizer.
+    """
+    tokenize = getattr(runner, "tokenize", None)
+    if callable(tokenize):
+        from automask.vocab import Vocabulary
+
+        path = str(runner.model_file)
+        vocab = Vocabulary.from_file(path, eos_token_ids=runner.eos_token_ids,
+                                     vocab_size=runner.width)
+        tokenizer = GGUFTokenizer(path, tokenize,
+                                  lambda t: vocab.token_bytes(t).decode("utf-8", "replace"))
+        return tokenizer, vocab
     if spec is None:
-        path = default_model_path()
-        if path is None:
+        path_ = default_model_path()
+        if path_ is None:
             raise ModelUnavailable(f"the default model is not installed: {SERVE_HINT}")
-        return load_tokenizer(str(path.parent), path.name)
-    p = Path(spec).expanduser()
-    if p.is_file():
-        return load_tokenizer(str(p.resolve().parent), p.name)
-    return load_tokenizer(spec)
+        tokenizer = load_tokenizer(str(path_.parent), path_.name)
+    else:
+        tokenizer = load_tokenizer(spec)
+    return tokenizer, vocabulary_for(tokenizer, runner.width, runner.eos_token_ids)
 
 
 def model_id(spec: str | None) -> str:
@@ -75,9 +90,8 @@ def build_server(model: str | None = None, *, config: ServerConfig | None = None
     from automask.serve.app import Server
 
     config = config or ServerConfig()
-    tokenizer = tokenizer_for(model)
     runner = load_runner(model, **runner_options)
-    vocab = vocabulary_for(tokenizer, runner.width, runner.eos_token_ids)
+    tokenizer, vocab = prompt_side(model, runner)
     config.reasoning = reasoning_markers(tokenizer, reasoning)
     if model is not None and config.model_id == ServerConfig.model_id:
         config.model_id = model_id(model)
