@@ -138,6 +138,17 @@ def test_select_schemas_is_seeded_and_counts_skips():
     assert len(few) == 10 and len(rest) == 10  # ran out: every record tried
 
 
+def test_workload_matches_unconstrained_lengths_to_the_constrained_answers():
+    recs = [{"id": "a", "schema": {"type": "integer"}}, {"id": "b", "schema": {"enum": [1]}}]
+    msgs = {r["id"]: sb.make_messages(r["schema"]) for r in recs}
+    work = sb.Workload(recs, msgs, 128, matched={"a": 7, "b": 0})
+    assert work.request(0, CONSTRAINED) == (recs[0], msgs["a"], {"type": "integer"}, 128)
+    assert work.request(2, UNCONSTRAINED) == (recs[0], msgs["a"], None, 7)
+    assert work.request(3, UNCONSTRAINED)[3] == 1  # an empty answer still asks for a token
+    free = sb.Workload(recs, msgs, 128)
+    assert free.request(1, UNCONSTRAINED) == (recs[1], msgs["b"], None, 128)
+
+
 def test_messages_cut_long_schemas_and_counters_diff():
     long = {"enum": ["x" * 100] * 100}
     (msg,) = sb.make_messages(long, max_chars=300)
@@ -199,7 +210,8 @@ live = pytest.mark.skipif(_live_skip_reason() is not None, reason=str(_live_skip
 def test_tiny_run_end_to_end_counts_add_up(tmp_path, capsys):
     out = tmp_path / "serve.json"
     code = main(["bench", "serve", "--sample", "2", "--concurrency", "1,2", "--requests", "2",
-                 "--rounds", "1", "--max-tokens", "16", "--json", str(out)])
+                 "--rounds", "1", "--max-tokens", "16", "--max-schema-chars", "400",
+                 "--json", str(out)])
     assert code == 0  # no --check: targets are reported, not enforced
     printed = capsys.readouterr().out
     assert "bench serve: 2 schemas" in printed and "target:" in printed
@@ -226,6 +238,11 @@ def test_tiny_run_end_to_end_counts_add_up(tmp_path, capsys):
         # the server counted what the clients received
         assert s["server"]["completion_tokens"] == s["output_tokens"]
         assert s["server"]["steps"] > 0 and s["tokens_per_s"] > 0
+    # lengths matched: each unconstrained request was capped at its schema's probe answer
+    assert r["params"]["lengths"] == "matched" and set(r["probe_tokens"]) == set(r["schemas"])
+    for x in r["samples"]:
+        if x["mode"] == UNCONSTRAINED:
+            assert x["tokens"] <= max(1, r["probe_tokens"][x["schema_id"]])
     assert set(r["ratios"]["constrained_vs_unconstrained"]) == {"1", "2"}
     assert {r["ratios"]["scaling"]["from"], r["ratios"]["scaling"]["to"]} == {1, 2}
     assert all(isinstance(text, str) for text, _ in r["targets"])

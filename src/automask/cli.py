@@ -244,6 +244,12 @@ def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
                    help="blocks per mode at each concurrency, in ABBA order (default 2)")
     p.add_argument("--max-tokens", type=_positive_int, default=128, metavar="N",
                    help="max_tokens of every request (default 128)")
+    p.add_argument("--lengths", choices=("matched", "free"), default="matched",
+                   help="matched: an unconstrained request's max_tokens is the length of its "
+                        "schema's constrained answer (measured by the probe), so both modes "
+                        "decode as many tokens; free: both get --max-tokens (default matched)")
+    p.add_argument("--max-schema-chars", type=_positive_int, default=2000, metavar="N",
+                   help="the schema's JSON is cut at N characters in the prompt (default 2000)")
     p.add_argument("--ready-timeout", type=_positive_float, default=300.0, metavar="S",
                    help="seconds to wait for the server to be ready (default 300)")
     p.add_argument("--timeout", type=_positive_float, default=600.0, metavar="S",
@@ -505,7 +511,8 @@ def _cmd_bench_serve(args: argparse.Namespace) -> int:
     result = serve_bench.run_command(
         url=args.url, data=args.data, sample=args.sample, seed=args.seed,
         levels=serve_bench.parse_levels(args.concurrency), requests=args.requests,
-        rounds=args.rounds, max_tokens=args.max_tokens, model=args.model,
+        rounds=args.rounds, max_tokens=args.max_tokens, lengths=args.lengths,
+        max_schema_chars=args.max_schema_chars, model=args.model,
         max_sequences=args.max_sequences, ready_timeout=args.ready_timeout,
         timeout_s=args.timeout)
     _write_json(args.json, result)

@@ -12,11 +12,11 @@ The run:
   (ready when it prints its ready line; stopped with SIGTERM at the end,
   also on errors and Ctrl-C), or ``--url`` for a server already running;
 * **schemas**: MaskBench records in a seeded order; each is probed once
-  (one constrained request of one token): a 400 (the schema does not
-  compile, or the prompt does not fit) is counted and skipped, and so is a
-  schema ``jsonschema`` cannot check, until ``--sample`` schemas are kept.
-  The probes also fill the server's grammar cache, so the timed levels
-  measure decoding, not compiling (compile time is reported from the probes);
+  (one constrained request, alone): a 400 (the schema does not compile, or
+  the prompt does not fit) is counted and skipped, and so is a schema
+  ``jsonschema`` cannot check, until ``--sample`` schemas are kept. The
+  probes also fill the server's grammar cache, so the timed levels measure
+  decoding, not compiling (compile time is reported from the probes);
 * **prompts**: :data:`~automask.bench.generate_bench.PROMPT_TEMPLATE` with
   the schema as compact JSON (cut at :data:`MAX_SCHEMA_CHARS`), the same
   messages in both modes; request ``j`` of a level uses schema ``j mod S``;
@@ -27,7 +27,15 @@ The run:
   drift in machine load falls on both modes alike. Modes never share a
   block: a block's wall time is one mode's;
 * **constrained**: ``response_format`` json_schema (strict); **unconstrained**:
-  the same request without it.
+  the same request without it;
+* **lengths** ``matched`` (default): the probe generates the whole constrained
+  answer, and the unconstrained request of that schema gets its token count
+  as ``max_tokens``. A constrained answer stops when its JSON closes (about
+  50 tokens here), an unconstrained one runs on to ``max_tokens`` (fenced
+  JSON and prose), so with ``free`` lengths the two modes spread the same
+  prefill, and the same tail of a block where the batch empties, over very
+  different token counts, and tokens/s compares answer lengths rather than
+  the cost of masks. ``free`` is there to see exactly that.
 
 Reported per (mode, concurrency): output tokens per second (all output tokens
 of the level over the summed wall time of its blocks), time to first token
@@ -81,6 +89,7 @@ MODES = (CONSTRAINED, UNCONSTRAINED)
 #: make prefill, not decoding, the thing measured (and overflow a small context).
 MAX_SCHEMA_CHARS = 2000
 READY = re.compile(r"ready at (\S+) \(model (.+)\)")
+LENGTHS = ("matched", "free")
 MIN_THROUGHPUT_RATIO = 0.95  # constrained / unconstrained, at each concurrency
 MIN_SCALING = 3.0  # highest / lowest concurrency, per mode
 
@@ -370,25 +379,55 @@ def select_schemas(records: Sequence[dict], count: int, seed: int,
     return kept, skipped
 
 
-def server_probe(client: Any, model: str, validators: Validators,
-                 max_chars: int = MAX_SCHEMA_CHARS) -> Callable[[dict], str | None]:
+def server_probe(client: Any, model: str, validators: Validators, max_chars: int,
+                 max_tokens: int, lengths: dict[str, int]) -> Callable[[dict], str | None]:
     """A probe for :func:`select_schemas`: jsonschema can check the schema, and the server
-    takes it (one constrained token; a 400 is a skip, any other failure ends the run)."""
+    takes it (one constrained request of ``max_tokens``, whose output tokens go into
+    ``lengths``; a 400 is a skip, any other failure ends the run)."""
 
     def probe(record: dict) -> str | None:
         reason = validators.usable(record)
         if reason is not None:
             return reason
         sample = Sample(CONSTRAINED, 1, -1, record["id"])
-        send(client, model, make_messages(record["schema"], max_chars), record["schema"], 1,
-             sample)
+        send(client, model, make_messages(record["schema"], max_chars), record["schema"],
+             max_tokens, sample)
         if sample.status == "rejected":
             return f"rejected by the server: {sample.error}"
         if sample.status == "error":
             raise ServeBenchError(f"probe of {record['id']} failed: {sample.error}")
+        lengths[record["id"]] = sample.tokens
         return None
 
     return probe
+
+
+@dataclass
+class Workload:
+    """The chosen schemas, their messages, and each request's ``max_tokens``.
+
+    ``matched`` (schema id -> tokens of its constrained probe): an unconstrained
+    request gets the length its constrained answer had, so both modes decode
+    the same number of tokens after the same prompts. Without it, constrained
+    answers (which stop when the JSON closes) are much shorter than
+    unconstrained ones (which run to ``max_tokens``), and output tokens/s then
+    mostly measures how a fixed prefill cost and the end of a block's batch
+    are spread over fewer tokens, not what masks cost.
+    """
+
+    records: list[dict]
+    messages: dict[str, list[dict[str, str]]]
+    max_tokens: int
+    matched: dict[str, int] | None = None
+
+    def request(self, j: int, mode: str) -> tuple[dict, list[dict[str, str]], Any, int]:
+        """(record, messages, schema or None, max_tokens) of request ``j`` in ``mode``."""
+        record = self.records[j % len(self.records)]
+        budget = self.max_tokens
+        if mode == UNCONSTRAINED and self.matched is not None:
+            budget = max(1, self.matched.get(record["id"], budget))
+        schema = record["schema"] if mode == CONSTRAINED else None
+        return record, self.messages[record["id"]], schema, budget
 
 
 # ----------------------------------------------------------------------------- the levels
@@ -410,8 +449,8 @@ def block_plan(levels: Sequence[int], requests: int, rounds: int) -> list[tuple[
     return plan
 
 
-def run_block(clients: Sequence[Any], model: str, records: Sequence[dict], mode: str,
-              concurrency: int, rnd: int, indices: Sequence[int], max_tokens: int,
+def run_block(clients: Sequence[Any], model: str, work: Workload, mode: str,
+              concurrency: int, rnd: int, indices: Sequence[int],
               url: str | None = None) -> tuple[Block, list[Sample]]:
     """``indices`` requests by ``concurrency`` threads; wall time from the first send to
     the last answer (``url``: read the server's counters around it)."""
@@ -426,10 +465,9 @@ def run_block(clients: Sequence[Any], model: str, records: Sequence[dict], mode:
                 j = jobs.get_nowait()
             except queue.Empty:
                 return
-            record = records[j % len(records)]
+            record, messages, schema, budget = work.request(j, mode)
             sample = Sample(mode, concurrency, rnd, record["id"])
-            send(client, model, make_messages(record["schema"]),
-                 record["schema"] if mode == CONSTRAINED else None, max_tokens, sample)
+            send(client, model, messages, schema, budget, sample)
             samples[j] = sample
 
     before = server_counters(url) if url else {}
@@ -473,6 +511,8 @@ def summarize_level(samples: Sequence[Sample], blocks: Sequence[Block]) -> dict[
         "rejected": sum(1 for s in samples if s.status == "rejected"),
         "errors": sum(1 for s in samples if s.status == "error"),
         "output_tokens": tokens,
+        "mean_output_tokens": tokens / len(answered) if answered else None,
+        "prompt_tokens": sum(s.prompt_tokens for s in answered),
         "wall_s": wall,
         "tokens_per_s": tokens / wall if wall > 0 else None,
         "ttft_ms": _ms([s.ttft_s for s in answered if s.ttft_s is not None]),
@@ -554,7 +594,8 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 def format_table(levels: Sequence[dict]) -> str:
     """One line per (mode, concurrency): requests, throughput, latency, validity, steps."""
-    cols = ["mode", "conc", "reqs", "ok", "out tok", "wall s", "tok/s", "TTFT p50", "p99",
+    cols = ["mode", "conc", "reqs", "ok", "out tok", "tok/req", "wall s", "tok/s", "TTFT p50",
+            "p99",
             "TPOT p50", "p99", "stop", "length", "valid", "stop!valid", "steps", "batch",
             "fwd/step", "mask/step", "other/step"]
     rows = []
@@ -563,7 +604,7 @@ def format_table(levels: Sequence[dict]) -> str:
         fin = s["finish_reasons"]
         rows.append([
             lv["mode"], lv["concurrency"], s["requests"], s["answered"], s["output_tokens"],
-            _num(s["wall_s"]), _num(s["tokens_per_s"]),
+            _num(s["mean_output_tokens"]), _num(s["wall_s"]), _num(s["tokens_per_s"]),
             _num(s["ttft_ms"]["p50"], 0), _num(s["ttft_ms"]["p99"], 0),
             _num(s["tpot_ms"]["p50"]), _num(s["tpot_ms"]["p99"]),
             fin.get("stop", 0), fin.get("length", 0),
@@ -580,7 +621,10 @@ def format_report(result: dict[str, Any]) -> str:
     p = result["params"]
     lines = [f"bench serve: {len(result['schemas'])} schemas ({len(result['skipped'])} "
              f"skipped), model {result['model']}, max {p['max_tokens']} tokens, greedy, "
-             f"{p['requests']} requests per mode and concurrency in {p['rounds']} ABBA rounds",
+             f"{p['requests']} requests per mode and concurrency in {p['rounds']} ABBA rounds, "
+             f"lengths {p['lengths']}" + (" (unconstrained max_tokens = the constrained "
+                                         "answer's tokens)" if p["lengths"] == "matched"
+                                         else ""),
              format_table(result["levels"]),
              "(TTFT, TPOT and */step in ms; valid: validates under the schema / checked; "
              "stop!valid: finished with stop and does not validate; batch: sequences per "
@@ -609,11 +653,20 @@ def format_report(result: dict[str, Any]) -> str:
 
 def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: int,
                     seed: int = 0, levels: Sequence[int] = (1, 4, 16), requests: int = 32,
-                    rounds: int = 2, max_tokens: int = 128, timeout_s: float = 600.0,
+                    rounds: int = 2, max_tokens: int = 128, lengths: str = "matched",
+                    max_schema_chars: int = MAX_SCHEMA_CHARS, timeout_s: float = 600.0,
                     stream: TextIO | None = None,
                     progress: TextIO | None = None) -> dict[str, Any]:
     """Probe and pick the schemas, run every block, summarize; prints the report on
-    ``stream`` (stdout) and one line per block on ``progress`` (stderr)."""
+    ``stream`` (stdout) and one line per block on ``progress`` (stderr).
+
+    ``lengths``: ``matched`` (the probes generate whole constrained answers, and
+    each unconstrained request is given its schema's answer length as
+    ``max_tokens``; see :class:`Workload`) or ``free`` (both modes get
+    ``max_tokens``; the probes generate one token).
+    """
+    if lengths not in LENGTHS:
+        raise ServeBenchError(f"lengths is one of {', '.join(LENGTHS)}, not {lengths!r}")
     say = printer(stream if stream is not None else sys.stdout)
     note = printer(progress if progress is not None else sys.stderr)
     t_all = time.perf_counter()
@@ -623,11 +676,16 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
     validators = Validators()
 
     compile_before = server_counters(url)
-    chosen, skipped = select_schemas(records, sample, seed,
-                                     server_probe(clients[0], model, validators))
+    probed: dict[str, int] = {}
+    chosen, skipped = select_schemas(records, sample, seed, server_probe(
+        clients[0], model, validators, max_schema_chars,
+        max_tokens if lengths == "matched" else 1, probed))
     compile_delta = counter_delta(compile_before, server_counters(url))
     if not chosen:
         raise ServeBenchError(f"no schema was usable among {len(skipped)} tried")
+    work = Workload(chosen, {r["id"]: make_messages(r["schema"], max_schema_chars)
+                             for r in chosen}, max_tokens,
+                    probed if lengths == "matched" else None)
     note(f"bench serve: {len(chosen)} schemas kept, {len(skipped)} skipped")
     for c in levels:
         per = math.ceil(requests / rounds)
@@ -639,7 +697,7 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
     samples: list[Sample] = []
     t_levels = time.perf_counter()
     for c, rnd, mode, idx in block_plan(levels, requests, rounds):
-        block, got = run_block(clients, model, chosen, mode, c, rnd, idx, max_tokens, url)
+        block, got = run_block(clients, model, work, mode, c, rnd, idx, url)
         blocks.append(block)
         samples.extend(got)
         note(f"bench serve: c{c} round {rnd + 1} {mode}: {len(got)} requests, "
@@ -666,8 +724,10 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
         "url": url,
         "model": model,
         "params": {"sample": sample, "seed": seed, "levels": levels, "requests": requests,
-                   "rounds": rounds, "max_tokens": max_tokens, "temperature": 0,
-                   "max_schema_chars": MAX_SCHEMA_CHARS, "prompt_template": PROMPT_TEMPLATE},
+                   "rounds": rounds, "max_tokens": max_tokens, "lengths": lengths,
+                   "temperature": 0, "max_schema_chars": max_schema_chars,
+                   "prompt_template": PROMPT_TEMPLATE},
+        "probe_tokens": probed if lengths == "matched" else None,
         "schemas": [r["id"] for r in chosen],
         "skipped": skipped,
         "compile": {"count": int(compile_delta.get("compile_seconds_count", 0)),
@@ -715,9 +775,10 @@ def server_at(url: str | None, serve_args: Sequence[str],
         yield proc.url, proc.model, True
 
 
-def run_command(*, url: str | None, data: str | None, sample: int, seed: int, levels: Sequence[int],
-                requests: int, rounds: int, max_tokens: int, model: str | None,
-                max_sequences: int | None, ready_timeout: float = 300.0,
+def run_command(*, url: str | None, data: str | None, sample: int, seed: int,
+                levels: Sequence[int], requests: int, rounds: int, max_tokens: int,
+                lengths: str = "matched", max_schema_chars: int = MAX_SCHEMA_CHARS,
+                model: str | None, max_sequences: int | None, ready_timeout: float = 300.0,
                 timeout_s: float = 600.0, stream: TextIO | None = None,
                 progress: TextIO | None = None) -> dict[str, Any]:
     """``automask bench serve`` after argparse: records, server (ours or ``url``), run."""
@@ -739,7 +800,9 @@ def run_command(*, url: str | None, data: str | None, sample: int, seed: int, le
         note(f"bench serve: server at {where} (model {model_id})")
         result = run_serve_bench(where, model_id, records, sample=sample, seed=seed,
                                  levels=levels, requests=requests, rounds=rounds,
-                                 max_tokens=max_tokens, timeout_s=timeout_s, stream=stream,
+                                 max_tokens=max_tokens, lengths=lengths,
+                                 max_schema_chars=max_schema_chars, timeout_s=timeout_s,
+                                 stream=stream,
                                  progress=progress)
     result.update({"data": data, "server_started": ours,
                    "serve_args": serve_args if ours else None})
