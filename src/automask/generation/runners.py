@@ -341,8 +341,9 @@ class LlamaCppRunner:
     One context holds every slot: ``n_ctx = max_sequences * max_context``
     cells in a unified KV cache (any sequence may use any cell), sequence id =
     slot id. A feed of more tokens than ``batch_size`` is split into several
-    ``llama_decode`` calls. Not thread-safe beyond a lock around each call:
-    one scheduler thread is expected to drive it.
+    ``llama_decode`` calls. Each call holds a lock (a close from another
+    thread waits for the running step), but one scheduler thread is meant to
+    drive it: steps from two threads would interleave unpredictably.
     """
 
     def __init__(self, model_path: str | os.PathLike[str], *, max_sequences: int = 16,
