@@ -369,8 +369,10 @@ def test_load_32_clients_4_requests_each(server):
 
 def test_sigint_mid_stream_stops_cleanly():
     live = LiveServer("--max-sequences", "2")
+    # 1,500 letters before the output may end: still running when the grace period is over
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
-            "max_tokens": 2000, "stream": True}
+            "max_tokens": 2000, "stream": True,
+            "structured_outputs": {"regex": "[a-z ]{1500}"}}
     got: list[str] = []
 
     def stream() -> None:
