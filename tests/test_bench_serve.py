@@ -43,11 +43,15 @@ def test_summarize_level_counts_throughput_percentiles_and_server_split():
     blocks = [Block(CONSTRAINED, 4, 0, 3, 2.0, {"forward_seconds_sum": 0.5,
                                                   "forward_seconds_count": 10,
                                                   "mask_seconds_sum": 0.1,
-                                                  "mask_seconds_count": 30}),
+                                                  "mask_seconds_count": 30},
+                    cpu={"total": 4.0, "busy": 3.0, "server": 2.0, "bench": 0.5,
+                         "others": 0.5}),
               Block(CONSTRAINED, 4, 1, 2, 3.0, {"forward_seconds_sum": 1.5,
                                                   "forward_seconds_count": 10,
                                                   "mask_seconds_sum": 0.3,
-                                                  "mask_seconds_count": 20})]
+                                                  "mask_seconds_count": 20},
+                    cpu={"total": 6.0, "busy": 5.5, "server": 5.0, "bench": 0.5,
+                         "others": 0.0})]
     s = sb.summarize_level(samples, blocks)
     assert (s["requests"], s["answered"], s["rejected"], s["errors"]) == (5, 4, 1, 0)
     assert s["output_tokens"] == 65 and s["wall_s"] == 5.0
@@ -65,11 +69,27 @@ def test_summarize_level_counts_throughput_percentiles_and_server_split():
     assert srv["mask_ms_per_step"] == pytest.approx(20.0)
     assert srv["other_ms_per_step"] == pytest.approx(1e3 * (5.0 - 2.0 - 0.4) / 20)
     assert srv["mean_batch"] == pytest.approx(2.5)
+    assert s["cpu_share"] == {"server": pytest.approx(0.7), "bench": pytest.approx(0.1),
+                              "others": pytest.approx(0.05)}
+    assert s["mean_output_tokens"] == pytest.approx(65 / 4)
+
+
+def test_cpu_accounting_splits_the_machine_between_server_bench_and_others():
+    d = sb.cpu_delta({"total": 10.0, "busy": 4.0, "bench": 1.0, "server": 2.0},
+                     {"total": 30.0, "busy": 20.0, "bench": 2.0, "server": 14.0})
+    assert d == {"total": 20.0, "busy": 16.0, "bench": 1.0, "server": 12.0, "others": 3.0}
+    assert "others" not in sb.cpu_delta({"total": 1.0, "busy": 1.0, "bench": 0.0},
+                                        {"total": 2.0, "busy": 2.0, "bench": 0.5})
+    assert sb.cpu_delta(None, {"total": 1.0}) is None
+    now = sb.cpu_times(os.getpid())
+    if now is not None:  # Linux: this process is the "server" too
+        assert now["total"] >= now["busy"] > 0 and now["server"] >= 0 and now["bench"] > 0
 
 
 def test_summarize_level_without_answers_or_server_counters():
     s = sb.summarize_level([sample(UNCONSTRAINED, 1, status="error")],
                            [Block(UNCONSTRAINED, 1, 0, 1, 0.0)])
+    assert s["cpu_share"] == {"server": None, "bench": None, "others": None}
     assert s["answered"] == 0 and s["errors"] == 1 and s["tokens_per_s"] is None
     assert s["ttft_ms"]["p50"] is None and s["valid_share"] is None
     assert s["server"]["steps"] == 0 and s["server"]["forward_ms_per_step"] is None
@@ -238,6 +258,8 @@ def test_tiny_run_end_to_end_counts_add_up(tmp_path, capsys):
         # the server counted what the clients received
         assert s["server"]["completion_tokens"] == s["output_tokens"]
         assert s["server"]["steps"] > 0 and s["tokens_per_s"] > 0
+        if s["cpu_share"]["server"] is not None:  # Linux: /proc read around every block
+            assert 0 < s["cpu_share"]["server"] <= 1 and s["cpu_share"]["others"] >= 0
     # lengths matched: each unconstrained request was capped at its schema's probe answer
     assert r["params"]["lengths"] == "matched" and set(r["probe_tokens"]) == set(r["schemas"])
     for x in r["samples"]:

@@ -90,6 +90,7 @@ MODES = (CONSTRAINED, UNCONSTRAINED)
 MAX_SCHEMA_CHARS = 2000
 READY = re.compile(r"ready at (\S+) \(model (.+)\)")
 LENGTHS = ("matched", "free")
+NOISY_SHARE = 0.10  # other processes' CPU share above which a level's timings are flagged
 MIN_THROUGHPUT_RATIO = 0.95  # constrained / unconstrained, at each concurrency
 MIN_SCALING = 3.0  # highest / lowest concurrency, per mode
 
@@ -220,6 +221,46 @@ class Block:
     requests: int
     wall_s: float
     server: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] | None = None  # CPU seconds used during the block (cpu_delta)
+
+
+def cpu_times(server_pid: int | None = None) -> dict[str, float] | None:
+    """CPU seconds so far: the whole machine (``total``, ``busy``), this process and the
+    server (when its pid is known); None where /proc is absent.
+
+    Both cores are the server's to use: its llama.cpp threads wait on each
+    other at every layer, so another process's CPU time slows a step by far
+    more than its share (a compile next door made blocks 15 times slower).
+    Reading who else ran says which numbers to distrust.
+    """
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+        hz = float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None
+    mine = os.times()
+    out = {"total": sum(ticks) / hz, "busy": (sum(ticks) - ticks[3] - ticks[4]) / hz,
+           "bench": mine.user + mine.system}
+    if server_pid is not None:
+        try:
+            with open(f"/proc/{server_pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out["server"] = (int(fields[11]) + int(fields[12])) / hz  # utime, stime
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def cpu_delta(before: dict[str, float] | None,
+              after: dict[str, float] | None) -> dict[str, float] | None:
+    """The CPU seconds of a block: machine capacity, server, bench, and everything else."""
+    if before is None or after is None:
+        return None
+    d = {k: after[k] - before[k] for k in after if k in before}
+    if "server" in d:
+        d["others"] = max(d["busy"] - d["server"] - d["bench"], 0.0)
+    return d
 
 
 def make_messages(schema: Any, max_chars: int = MAX_SCHEMA_CHARS) -> list[dict[str, str]]:
@@ -450,8 +491,8 @@ def block_plan(levels: Sequence[int], requests: int, rounds: int) -> list[tuple[
 
 
 def run_block(clients: Sequence[Any], model: str, work: Workload, mode: str,
-              concurrency: int, rnd: int, indices: Sequence[int],
-              url: str | None = None) -> tuple[Block, list[Sample]]:
+              concurrency: int, rnd: int, indices: Sequence[int], url: str | None = None,
+              server_pid: int | None = None) -> tuple[Block, list[Sample]]:
     """``indices`` requests by ``concurrency`` threads; wall time from the first send to
     the last answer (``url``: read the server's counters around it)."""
     jobs: queue.Queue[int] = queue.Queue()
@@ -471,6 +512,7 @@ def run_block(clients: Sequence[Any], model: str, work: Workload, mode: str,
             samples[j] = sample
 
     before = server_counters(url) if url else {}
+    cpu_before = cpu_times(server_pid)
     threads = [threading.Thread(target=worker, args=(clients[k],), daemon=True)
                for k in range(min(concurrency, len(indices)))]
     t0 = time.perf_counter()
@@ -479,8 +521,9 @@ def run_block(clients: Sequence[Any], model: str, work: Workload, mode: str,
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    cpu = cpu_delta(cpu_before, cpu_times(server_pid))
     after = server_counters(url) if url else {}
-    block = Block(mode, concurrency, rnd, len(indices), wall, counter_delta(before, after))
+    block = Block(mode, concurrency, rnd, len(indices), wall, counter_delta(before, after), cpu)
     return block, [samples[j] for j in indices]
 
 
@@ -503,6 +546,14 @@ def summarize_level(samples: Sequence[Sample], blocks: Sequence[Block]) -> dict[
     server = Counter[str]()
     for b in blocks:
         server.update(b.server)
+    cpu = Counter[str]()
+    for b in blocks:
+        cpu.update(b.cpu or {})
+    capacity = cpu.get("total", 0.0)
+
+    def share(key: str) -> float | None:
+        return cpu[key] / capacity if capacity and key in cpu else None
+
     steps = server.get("forward_seconds_count", 0.0)
     forward, mask = server.get("forward_seconds_sum", 0.0), server.get("mask_seconds_sum", 0.0)
     return {
@@ -539,6 +590,8 @@ def summarize_level(samples: Sequence[Sample], blocks: Sequence[Block]) -> dict[
             "mean_batch": server.get("mask_seconds_count", 0.0) / steps if steps else None,
             "completion_tokens": int(server.get("completion_tokens_total", 0.0)),
         },
+        "cpu_share": {"server": share("server"), "bench": share("bench"),
+                      "others": share("others")},
     }
 
 
@@ -592,12 +645,16 @@ def _num(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
 def format_table(levels: Sequence[dict]) -> str:
     """One line per (mode, concurrency): requests, throughput, latency, validity, steps."""
     cols = ["mode", "conc", "reqs", "ok", "out tok", "tok/req", "wall s", "tok/s", "TTFT p50",
             "p99",
             "TPOT p50", "p99", "stop", "length", "valid", "stop!valid", "steps", "batch",
-            "fwd/step", "mask/step", "other/step"]
+            "fwd/step", "mask/step", "other/step", "others cpu"]
     rows = []
     for lv in levels:
         s, srv = lv["summary"], lv["summary"]["server"]
@@ -611,7 +668,7 @@ def format_table(levels: Sequence[dict]) -> str:
             f"{s['valid']}/{s['checked']}", s["stop_invalid"] if lv["mode"] == CONSTRAINED
             else "-", srv["steps"], _num(srv["mean_batch"]),
             _num(srv["forward_ms_per_step"]), _num(srv["mask_ms_per_step"], 2),
-            _num(srv["other_ms_per_step"]),
+            _num(srv["other_ms_per_step"]), _pct(s.get("cpu_share", {}).get("others")),
         ])
     return text_table(cols, rows, left=1)
 
@@ -629,7 +686,13 @@ def format_report(result: dict[str, Any]) -> str:
              "(TTFT, TPOT and */step in ms; valid: validates under the schema / checked; "
              "stop!valid: finished with stop and does not validate; batch: sequences per "
              "batched step; fwd/mask/other per step: the server's forward and mask seconds, "
-             "and the rest of the wall time (sampling, matchers, HTTP, idle), over its steps)"]
+             "and the rest of the wall time (sampling, matchers, HTTP, idle), over its steps; "
+             "others cpu: the share of the machine's CPU time other processes used meanwhile)"]
+    noisy = [f"{lv['mode']} c{lv['concurrency']}" for lv in result["levels"]
+             if (lv["summary"].get("cpu_share", {}).get("others") or 0) > NOISY_SHARE]
+    if noisy:
+        lines.append(f"  warning: other processes used over {NOISY_SHARE:.0%} of the CPUs "
+                     f"during {', '.join(noisy)}: those timings are not clean")
     r = result["ratios"]
     for c, x in r["constrained_vs_unconstrained"].items():
         lines.append(f"  c{c}: constrained/unconstrained throughput {_num(x, 3)}")
@@ -655,7 +718,7 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
                     seed: int = 0, levels: Sequence[int] = (1, 4, 16), requests: int = 32,
                     rounds: int = 2, max_tokens: int = 128, lengths: str = "matched",
                     max_schema_chars: int = MAX_SCHEMA_CHARS, timeout_s: float = 600.0,
-                    stream: TextIO | None = None,
+                    server_pid: int | None = None, stream: TextIO | None = None,
                     progress: TextIO | None = None) -> dict[str, Any]:
     """Probe and pick the schemas, run every block, summarize; prints the report on
     ``stream`` (stdout) and one line per block on ``progress`` (stderr).
@@ -697,7 +760,7 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
     samples: list[Sample] = []
     t_levels = time.perf_counter()
     for c, rnd, mode, idx in block_plan(levels, requests, rounds):
-        block, got = run_block(clients, model, work, mode, c, rnd, idx, url)
+        block, got = run_block(clients, model, work, mode, c, rnd, idx, url, server_pid)
         blocks.append(block)
         samples.extend(got)
         note(f"bench serve: c{c} round {rnd + 1} {mode}: {len(got)} requests, "
@@ -758,9 +821,9 @@ def parse_levels(text: str) -> list[int]:
 
 @contextmanager
 def server_at(url: str | None, serve_args: Sequence[str],
-              ready_timeout: float) -> Iterator[tuple[str, str, bool]]:
-    """(url, model id, started by us): ``url`` as given (its model read from /v1/models),
-    else a :class:`ServerProcess` for the ``with`` block."""
+              ready_timeout: float) -> Iterator[tuple[str, str, int | None]]:
+    """(url, model id, the server's pid if we started it): ``url`` as given (its model
+    read from /v1/models), else a :class:`ServerProcess` for the ``with`` block."""
     if url:
         client = client_for(url, 30.0)
         try:
@@ -769,10 +832,11 @@ def server_at(url: str | None, serve_args: Sequence[str],
             raise ServeBenchError(f"no server at {url}: {_one_line(e)}") from e
         if not models:
             raise ServeBenchError(f"{url}/models lists no model")
-        yield url, models[0], False
+        yield url, models[0], None
         return
     with ServerProcess(serve_args, ready_timeout=ready_timeout) as proc:
-        yield proc.url, proc.model, True
+        assert proc.proc is not None
+        yield proc.url, proc.model, proc.proc.pid
 
 
 def run_command(*, url: str | None, data: str | None, sample: int, seed: int,
@@ -796,16 +860,16 @@ def run_command(*, url: str | None, data: str | None, sample: int, seed: int,
     note = printer(progress if progress is not None else sys.stderr)
     if not url:
         note("bench serve: starting automask serve ...")
-    with server_at(url, serve_args, ready_timeout) as (where, model_id, ours):
+    with server_at(url, serve_args, ready_timeout) as (where, model_id, pid):
         note(f"bench serve: server at {where} (model {model_id})")
         result = run_serve_bench(where, model_id, records, sample=sample, seed=seed,
                                  levels=levels, requests=requests, rounds=rounds,
                                  max_tokens=max_tokens, lengths=lengths,
                                  max_schema_chars=max_schema_chars, timeout_s=timeout_s,
-                                 stream=stream,
+                                 server_pid=pid, stream=stream,
                                  progress=progress)
-    result.update({"data": data, "server_started": ours,
-                   "serve_args": serve_args if ours else None})
+    result.update({"data": data, "server_started": pid is not None,
+                   "serve_args": serve_args if pid is not None else None})
     return result
 
 
