@@ -61,7 +61,8 @@ def _hf_missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppRunner]:
-    """The default weights, small slots, and a batch of 16 tokens so long prompts split.
+    """The default weights, small slots, and a batch of 16 tokens so long prompts split;
+    no prefix cache (every open slot starts empty: see the prefix-cache tests).
 
     One thread: llama.cpp's threads wait for each other after every operation, so on a
     busy machine (a server beside the tests) two threads can take seconds per step.
@@ -70,7 +71,7 @@ def llama() -> Iterator[LlamaCppRunner]:
     if reason:
         pytest.skip(reason)
     runner = LlamaCppRunner(default_model_path(), max_sequences=4, max_context=96, threads=1,
-                            batch_size=16)
+                            batch_size=16, prefix_cache=False)
     yield runner
     runner.shutdown()
 
@@ -269,6 +270,86 @@ def test_failed_decode_is_rolled_back(llama, monkeypatch):
         _assert_rows_match(rows, whole[5:], LLAMA_TOL, "after the rollback")
     finally:
         llama.close(slot)
+
+
+@pytest.fixture(scope="module")
+def cached(llama) -> Iterator[LlamaCppRunner]:
+    """The same model with the prefix cache on (the server's default)."""
+    runner = LlamaCppRunner(default_model_path(), max_sequences=3, max_context=96, threads=1,
+                            batch_size=16)
+    yield runner
+    runner.shutdown()
+
+
+def test_prefix_cache_reuses_the_longest_held_prefix(llama, cached):
+    """A new prompt takes the idle slot that shares most of it, is fed only the rest, and
+    gets the logits it would get alone: whatever the slot held past the prefix is gone."""
+    a, b, c = _sequences(llama.width, [40, 30, 30], seed=5)
+    b = a[:25] + b[:15]  # shares 25 tokens with a
+    truth = {name: _alone(llama, ids) for name, ids in (("a", a), ("b", b), ("c", c))}
+    sa, sc = cached.open(a), cached.open(c)
+    assert sa != sc and cached.length(sa) == cached.length(sc) == 0  # nothing held yet
+    rows = cached.feed([(sa, a, len(a)), (sc, c, len(c))])
+    _assert_rows_match(rows[0], truth["a"], LLAMA_TOL, "a, first time")
+    cached.feed([(sa, [7, 8, 9], 1)])  # a's "answer": held past the prompt
+    cached.close(sa)
+    cached.close(sc)
+
+    sb = cached.open(b)  # a's slot: 25 tokens in common (c's slot: none)
+    assert sb == sa and cached.length(sb) == 25
+    rows = cached.feed([(sb, b[25:], len(b) - 25)])[0]
+    _assert_rows_match(rows, truth["b"][25:], LLAMA_TOL, "b after a's prefix")
+    cached.close(sb)
+
+    again = cached.open(c)  # the whole prompt is held: all but its last token reused
+    assert again == sc and cached.length(again) == len(c) - 1
+    rows = cached.feed([(again, c[-1:], 1)])[0]
+    _assert_rows_match(rows, truth["c"][-1:], LLAMA_TOL, "c from the cache")
+    other = cached.open(a)  # b's slot again (25 of a), not the empty third slot
+    assert other == sb and cached.length(other) == 25
+    cached.close(other)
+    cached.close(again)
+    empty = cached.open([])  # no prompt to match: the slot that never held anything
+    assert empty not in (sa, sc) and cached.length(empty) == 0
+    cached.close(empty)
+    one = cached.open(a[:1])  # a one-token prompt: its token must be fed, nothing reused
+    assert cached.length(one) == 0
+    for slot in range(cached.max_sequences):
+        cached.close(slot)
+
+
+def test_prompt_store_brings_back_a_cut_prompt(llama):
+    """A slot's tokens cut by a new prompt go to host memory and come back into another
+    slot for the prompt that needs them, with the logits of a fresh prefill."""
+    a, b, c = _sequences(llama.width, [60, 50, 50], seed=6)
+    truth = _alone(llama, a)
+    with LlamaCppRunner(default_model_path(), max_sequences=2, max_context=96, threads=1,
+                        batch_size=16) as runner:
+        for ids in (a, b):  # a, then b in the other (empty) slot
+            slot = runner.open(ids)
+            runner.feed([(slot, ids, 1)])
+            runner.close(slot)
+        assert len(runner.prompt_store) == 0  # nothing cut yet
+        slot = runner.open(c)  # takes a's slot (closed longest ago): a is saved
+        assert runner.length(slot) == 0 and len(runner.prompt_store) == 1
+        runner.feed([(slot, c, 1)])
+        size = runner.prompt_store.size
+        assert size > 60 * 1000  # a's KV cache: 23 KB a token in F16
+        other = runner.open(a)  # b's slot holds nothing of a: the stored state is copied in
+        assert other != slot and runner.length(other) == len(a) - 1
+        rows = runner.feed([(other, a[-1:], 1)])[0]
+        _assert_rows_match(rows, truth[-1:], LLAMA_TOL, "a from host memory")
+        runner.close(other)
+        runner.close(slot)
+    with LlamaCppRunner(default_model_path(), max_sequences=1, max_context=96, threads=1,
+                        batch_size=16, prompt_cache_bytes=size + size // 2) as small:
+        for ids in (a, b, c):  # each cuts the one before; room for one state only
+            slot = small.open(ids)
+            small.feed([(slot, ids, 1)])
+            small.close(slot)
+        assert len(small.prompt_store) == 1 and small.prompt_store.size <= size + size // 2
+        slot = small.open(b)  # the last one cut
+        assert small.length(slot) == len(b) - 1
 
 
 def test_loading_is_silent_and_requantizing_is_cached(llama, tmp_path, monkeypatch, capfd):

@@ -205,7 +205,7 @@ def test_tools_auto_and_a_tool_result_turn(server):
         assert choice.message.content and "<tool_call>" not in choice.message.content
 
 
-def test_streaming_reassembles_to_the_same_json(server):
+def test_streaming_reassembles_to_the_same_json_from_the_prefix_cache(server):
     client = server.client()
     whole = person_request(client).choices[0].message.content
     chunks = list(person_request(client, stream=True, stream_options={"include_usage": True}))
@@ -214,7 +214,11 @@ def test_streaming_reassembles_to_the_same_json(server):
     jsonschema.validate(json.loads(text), PERSON)
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
     assert finishes[-1] == "stop" and set(finishes[:-1]) == {None}
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    usage = chunks[-1].usage
+    assert usage is not None and usage.completion_tokens > 0
+    # the same prompt again: all but its last token come from the prefix cache, and the
+    # greedy answer is the same as from a full prefill
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
 
 
 def test_n_choices_each_valid(server):

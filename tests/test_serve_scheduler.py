@@ -45,10 +45,13 @@ class FakeRunner:
         self.batches: list[int] = []  # sequences per feed call
         self.banned: list[int] = []  # ids with -inf logits (a model that never ends)
 
-    def open(self) -> int:
+    def open(self, prompt=()) -> int:
         slot = next(i for i in range(self.max_sequences) if i not in self.slots)
         self.slots[slot] = []
         return slot
+
+    def length(self, slot: int) -> int:
+        return len(self.slots[slot])
 
     def close(self, slot: int) -> None:
         self.slots.pop(slot, None)

@@ -228,6 +228,10 @@ def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--max-sequences", type=_positive_int, metavar="N",
                    help="the server's --max-sequences when the bench starts it (default: "
                         "16 or the highest concurrency)")
+    p.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
+                   help="start the server with --no-prefix-cache: every prompt is prefilled "
+                        "whole (the bench repeats its schemas, so by default most prompts are "
+                        "found in the server's prefix cache and the run times decoding)")
     p.add_argument("--data", metavar="FILE",
                    help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
                         "next to the repository)")
@@ -513,7 +517,8 @@ def _cmd_bench_serve(args: argparse.Namespace) -> int:
         levels=serve_bench.parse_levels(args.concurrency), requests=args.requests,
         rounds=args.rounds, max_tokens=args.max_tokens, lengths=args.lengths,
         max_schema_chars=args.max_schema_chars, model=args.model,
-        max_sequences=args.max_sequences, ready_timeout=args.ready_timeout,
+        max_sequences=args.max_sequences, prefix_cache=args.prefix_cache,
+        ready_timeout=args.ready_timeout,
         timeout_s=args.timeout)
     _write_json(args.json, result)
     fails = serve_bench.failed_targets(result) if args.check else []

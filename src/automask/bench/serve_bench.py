@@ -200,6 +200,7 @@ class Sample:
     finish_reason: str | None = None
     tokens: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, found in the server's prefix cache
     ttft_s: float | None = None  # request sent -> first chunk with content
     tpot_s: float | None = None  # (last content chunk - first) / (tokens - 1)
     total_s: float = 0.0
@@ -302,6 +303,8 @@ def send(client: Any, model: str, messages: list[dict], schema: Any | None,
             if chunk.usage is not None:
                 sample.tokens = chunk.usage.completion_tokens
                 sample.prompt_tokens = chunk.usage.prompt_tokens
+                details = chunk.usage.prompt_tokens_details
+                sample.cached_tokens = (details.cached_tokens or 0) if details else 0
             for choice in chunk.choices:
                 if choice.delta.content:
                     last = time.perf_counter()
@@ -564,6 +567,7 @@ def summarize_level(samples: Sequence[Sample], blocks: Sequence[Block]) -> dict[
         "output_tokens": tokens,
         "mean_output_tokens": tokens / len(answered) if answered else None,
         "prompt_tokens": sum(s.prompt_tokens for s in answered),
+        "cached_tokens": sum(s.cached_tokens for s in answered),
         "wall_s": wall,
         "tokens_per_s": tokens / wall if wall > 0 else None,
         "ttft_ms": _ms([s.ttft_s for s in answered if s.ttft_s is not None]),
@@ -651,8 +655,8 @@ def _pct(x: float | None) -> str:
 
 def format_table(levels: Sequence[dict]) -> str:
     """One line per (mode, concurrency): requests, throughput, latency, validity, steps."""
-    cols = ["mode", "conc", "reqs", "ok", "out tok", "tok/req", "wall s", "tok/s", "TTFT p50",
-            "p99",
+    cols = ["mode", "conc", "reqs", "ok", "out tok", "tok/req", "cached", "wall s", "tok/s",
+            "TTFT p50", "p99",
             "TPOT p50", "p99", "stop", "length", "valid", "stop!valid", "steps", "batch",
             "fwd/step", "mask/step", "other/step", "others cpu"]
     rows = []
@@ -661,7 +665,9 @@ def format_table(levels: Sequence[dict]) -> str:
         fin = s["finish_reasons"]
         rows.append([
             lv["mode"], lv["concurrency"], s["requests"], s["answered"], s["output_tokens"],
-            _num(s["mean_output_tokens"]), _num(s["wall_s"]), _num(s["tokens_per_s"]),
+            _num(s["mean_output_tokens"]),
+            _pct(s["cached_tokens"] / s["prompt_tokens"] if s["prompt_tokens"] else None),
+            _num(s["wall_s"]), _num(s["tokens_per_s"]),
             _num(s["ttft_ms"]["p50"], 0), _num(s["ttft_ms"]["p99"], 0),
             _num(s["tpot_ms"]["p50"]), _num(s["tpot_ms"]["p99"]),
             fin.get("stop", 0), fin.get("length", 0),
@@ -683,7 +689,8 @@ def format_report(result: dict[str, Any]) -> str:
                                          "answer's tokens)" if p["lengths"] == "matched"
                                          else ""),
              format_table(result["levels"]),
-             "(TTFT, TPOT and */step in ms; valid: validates under the schema / checked; "
+             "(cached: the share of prompt tokens the server's prefix cache held; "
+             "TTFT, TPOT and */step in ms; valid: validates under the schema / checked; "
              "stop!valid: finished with stop and does not validate; batch: sequences per "
              "batched step; fwd/mask/other per step: the server's forward and mask seconds, "
              "and the rest of the wall time (sampling, matchers, HTTP, idle), over its steps; "
@@ -842,7 +849,8 @@ def server_at(url: str | None, serve_args: Sequence[str],
 def run_command(*, url: str | None, data: str | None, sample: int, seed: int,
                 levels: Sequence[int], requests: int, rounds: int, max_tokens: int,
                 lengths: str = "matched", max_schema_chars: int = MAX_SCHEMA_CHARS,
-                model: str | None, max_sequences: int | None, ready_timeout: float = 300.0,
+                model: str | None, max_sequences: int | None, prefix_cache: bool = True,
+                ready_timeout: float = 300.0,
                 timeout_s: float = 600.0, stream: TextIO | None = None,
                 progress: TextIO | None = None) -> dict[str, Any]:
     """``automask bench serve`` after argparse: records, server (ours or ``url``), run."""
@@ -857,6 +865,8 @@ def run_command(*, url: str | None, data: str | None, sample: int, seed: int,
         serve_args += ["--model", model]
     slots = max_sequences if max_sequences is not None else max(16, max(levels))
     serve_args += ["--max-sequences", str(slots)]
+    if not prefix_cache:
+        serve_args.append("--no-prefix-cache")
     note = printer(progress if progress is not None else sys.stderr)
     if not url:
         note("bench serve: starting automask serve ...")

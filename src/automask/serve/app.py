@@ -266,10 +266,11 @@ class _Shape:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
 
     @staticmethod
-    def _usage(done: JobDone) -> dict[str, int]:
-        return {"prompt_tokens": done.prompt_tokens * 1,
+    def _usage(done: JobDone) -> dict[str, Any]:
+        return {"prompt_tokens": done.prompt_tokens,
                 "completion_tokens": done.completion_tokens,
-                "total_tokens": done.prompt_tokens + done.completion_tokens}
+                "total_tokens": done.prompt_tokens + done.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": done.cached_tokens}}
 
     def _answer(self, f: Finished) -> Answer:
         return read_answer(f.text, reasoning=self.reasoning, tools_active=self.tools_active)

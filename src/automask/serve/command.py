@@ -120,6 +120,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "as-is for other files)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="llama.cpp threads (default: the cores this process may use)")
+    p.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
+                   help="empty a sequence's KV cache when it ends (by default an idle slot "
+                        "keeps it, and a new prompt that starts the same way, e.g. the same "
+                        "system prompt, tools or schema, skips that part of its prefill)")
     p.add_argument("--max-tokens", type=int, default=d.max_tokens, metavar="N",
                    help=f"output cap when a request names none (default {d.max_tokens})")
     p.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
@@ -151,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
         options["weights"] = args.weights
     if args.threads:
         options["threads"] = args.threads
+    if not args.prefix_cache:
+        options["prefix_cache"] = False
     print(f"automask serve: loading {args.model or 'the default model'}", file=sys.stderr,
           flush=True)
     server = build_server(args.model, config=config, reasoning=args.reasoning, **options)

@@ -4,7 +4,8 @@ One thread owns the model runner. Each turn of its loop:
 
 1. **admit**: waiting jobs join while the runner has free slots (a job's
    ``n`` sequences join together); a new sequence's first feed is its
-   prompt plus the tokens its grammar forces at the start (prefill rides in
+   prompt, less the prefix its slot already holds (the runner's prefix
+   cache), plus the tokens its grammar forces at the start (prefill rides in
    the same forward pass as the others' decode tokens);
 2. **forward**: one ``runner.feed`` for all running sequences;
 3. **choose**: per sequence, the grammar's mask goes into its row of one
@@ -75,6 +76,7 @@ class Finished:
 class JobDone:
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0  # prompt tokens the first choice found in the prefix cache
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Job:
     deadline: float = math.inf  # time.monotonic() past which the job fails
     cancelled: bool = False
     completion_tokens: int = 0
+    cached_tokens: int = 0
     finished: int = 0
 
     def cancel(self) -> None:
@@ -224,11 +227,15 @@ class Scheduler:
             if job.cancelled:
                 continue
             for index in range(job.n):
-                seq = _Sequence(job, index, self.runner.open(), self.eos)
+                seq = _Sequence(job, index, self.runner.open(job.prompt), self.eos)
+                cached = self.runner.length(seq.slot)  # a prefix cache's hit (< len(prompt))
+                self.metrics.count("prompt_tokens_cached_total", value=cached)
+                if index == 0:
+                    job.cached_tokens = cached
                 forced = self._forced(seq)
                 for token in forced:
                     self._append(seq, token)
-                seq.feed = job.prompt + forced
+                seq.feed = job.prompt[cached:] + forced
                 seq.keep = len(forced) + 1 if seq.wants_rows else 1
                 self._running.append(seq)
             free -= job.n
@@ -372,7 +379,7 @@ class Scheduler:
         self._close(seq)
         job.finished += 1
         if job.finished == job.n:
-            job.emit(JobDone(len(job.prompt), job.completion_tokens))
+            job.emit(JobDone(len(job.prompt), job.completion_tokens, job.cached_tokens))
 
     def _fail(self, job: Job, error: RequestError) -> None:
         if not job.cancelled:

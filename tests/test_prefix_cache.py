@@ -1,0 +1,71 @@
+"""The prefix cache's bookkeeping, without a model: which slot a prompt takes, and what
+the host-memory store keeps (the KV side is tested on llama.cpp in test_runners)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from automask.generation.prefix_cache import (
+    PromptStore,
+    SlotTable,
+    common_prefix,
+    reusable,
+)
+
+
+def test_common_prefix_and_reusable():
+    want = np.array([1, 2, 3, 4])
+    assert common_prefix([1, 2, 9], want) == 2
+    assert common_prefix([1, 2, 3, 4, 5], want) == 4
+    assert common_prefix([], want) == 0 and common_prefix([1], want[:0]) == 0
+    assert reusable([5, 6, 7]).tolist() == [5, 6] and reusable([5]).tolist() == []
+
+
+def test_slot_table_picks_the_longest_prefix_then_empty_then_oldest():
+    table = SlotTable(3, reuse=True)
+    for slot, tokens in ((0, [1, 2, 3, 4]), (1, [1, 2, 8])):
+        assert table.choose(np.array(tokens))[0] == slot  # empty slots first, lowest id
+        table.assign(slot, [])
+        table.advance(slot, tokens)
+    assert table.close(0) is False and table.close(1) is False  # caches kept
+    assert table.close(1) is False  # closing a free slot does nothing
+    assert table.choose(np.array([1, 2, 3])) == (0, 3)
+    assert table.choose(np.array([1, 2, 8, 8])) == (1, 3)
+    assert table.choose(np.array([7])) == (2, 0)  # nothing shared: the empty slot
+    table.assign(2, [])
+    table.advance(2, [5])
+    table.close(2)
+    assert table.choose(np.array([7])) == (0, 0)  # then the slot closed longest ago
+    for slot in range(3):
+        table.assign(slot, [])
+    assert table.choose(np.array([1])) is None  # every slot open
+
+
+def test_slot_table_without_reuse_empties_on_close():
+    table = SlotTable(2, reuse=False)
+    table.assign(0, [])
+    table.advance(0, [1, 2])
+    assert table.lengths == {0: 2}
+    assert table.close(0) is True and 0 not in table.held
+    assert table.choose(np.array([1, 2])) == (0, 0)
+
+
+def test_prompt_store_is_bounded_and_keeps_the_longest_states():
+    store = PromptStore(100, min_tokens=3)
+    assert not store.wants([1, 2]) and store.wants([1, 2, 3])
+    store.put([1, 2, 3], bytes(40))
+    store.put([1, 2, 3, 4, 5], bytes(40))  # replaces its prefix [1, 2, 3]
+    assert len(store) == 1 and store.size == 40
+    assert not store.wants([1, 2, 3, 4])  # covered by [1, 2, 3, 4, 5]
+    store.put([7, 7, 7], bytes(40))
+    entry, length = store.best(np.array([1, 2, 3, 4, 9]))
+    assert length == 4 and entry.tokens.tolist() == [1, 2, 3, 4, 5]  # now the newest
+    store.put([8, 8, 8], bytes(40))  # 120 > 100: the least recently used goes ([7, 7, 7])
+    assert len(store) == 2 and store.size == 80
+    assert store.best(np.array([7, 7, 7]))[1] == 0
+    assert store.best(np.array([1, 2]))[1] == 2
+    store.put([9, 9, 9], bytes(101))  # larger than the whole store: not kept
+    assert len(store) == 2
+    assert not PromptStore(0).wants(list(range(100)))
+    store.clear()
+    assert len(store) == 0 and store.size == 0
