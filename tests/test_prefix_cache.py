@@ -69,3 +69,22 @@ def test_prompt_store_is_bounded_and_keeps_the_longest_states():
     assert not PromptStore(0).wants(list(range(100)))
     store.clear()
     assert len(store) == 0 and store.size == 0
+
+
+def test_open_slots_stay_one_run_of_consecutive_ids():
+    """llama.cpp runs each run of consecutive sequence ids as its own pass: a new slot
+    grows the run at either end, or fills the lowest hole once the run is broken."""
+    table = SlotTable(6, reuse=True)
+    for slot, tokens in enumerate(([1, 1], [2, 2], [3, 3], [4, 4], [5, 5], [6, 6])):
+        table.assign(slot, [])
+        table.advance(slot, tokens)
+    for slot in range(6):
+        table.close(slot)
+    table.assign(3, [])  # open: 3
+    # slot 5 holds [6, 6] but is not next to the run: of 2 and 4, the one closed first
+    assert table.choose(np.array([6, 6])) == (2, 0)
+    assert table.choose(np.array([5, 5])) == (4, 2)  # next to the run, and holds [5, 5]
+    table.assign(4, [])
+    table.assign(5, [])
+    table.close(4)  # open: 3, 5 (broken)
+    assert table.choose(np.array([2, 2])) == (0, 0)  # the lowest hole, not slot 1

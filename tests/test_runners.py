@@ -295,25 +295,45 @@ def test_prefix_cache_reuses_the_longest_held_prefix(llama, cached):
     cached.close(sa)
     cached.close(sc)
 
-    sb = cached.open(b)  # a's slot: 25 tokens in common (c's slot: none)
-    assert sb == sa and cached.length(sb) == 25
+    sb = cached.open(b)  # a's stream: 25 tokens in common (c's: none)
+    assert cached.length(sb) == 25
     rows = cached.feed([(sb, b[25:], len(b) - 25)])[0]
     _assert_rows_match(rows, truth["b"][25:], LLAMA_TOL, "b after a's prefix")
     cached.close(sb)
 
     again = cached.open(c)  # the whole prompt is held: all but its last token reused
-    assert again == sc and cached.length(again) == len(c) - 1
+    assert cached.length(again) == len(c) - 1
     rows = cached.feed([(again, c[-1:], 1)])[0]
     _assert_rows_match(rows, truth["c"][-1:], LLAMA_TOL, "c from the cache")
-    other = cached.open(a)  # b's slot again (25 of a), not the empty third slot
-    assert other == sb and cached.length(other) == 25
+    other = cached.open(a)  # b's stream again (25 of a), not the empty third one
+    assert cached.length(other) == 25
     cached.close(other)
     cached.close(again)
-    empty = cached.open([])  # no prompt to match: the slot that never held anything
-    assert empty not in (sa, sc) and cached.length(empty) == 0
-    cached.close(empty)
+    empty = cached.open([])  # no prompt to match: the stream that never held anything
+    assert cached.length(empty) == 0
+    kept = cached.open(c)  # so c is still held
+    assert cached.length(kept) == len(c) - 1
     one = cached.open(a[:1])  # a one-token prompt: its token must be fed, nothing reused
     assert cached.length(one) == 0
+    for slot in range(cached.max_sequences):
+        cached.close(slot)
+
+
+def test_scattered_sequences_are_moved_together(llama, cached):
+    """When a sequence between two others ends, the last one moves next to the first (one
+    run of stream ids: one pass over the weights) and still gets its own logits."""
+    seqs = _sequences(llama.width, [30, 20, 30], seed=7)
+    truth = [_alone(llama, ids) for ids in seqs]
+    slots = [cached.open(ids) for ids in seqs]
+    assert [cached.length(s) for s in slots] == [0, 0, 0]
+    cached.feed([(s, ids[:20], 1) for s, ids in zip(slots, seqs, strict=True)])
+    cached.close(slots[1])
+    moves = cached.moves
+    rows = cached.feed([(slots[0], seqs[0][20:], 10), (slots[2], seqs[2][20:], 10)])
+    assert cached.moves == moves + 1
+    _assert_rows_match(rows[0], truth[0][20:], LLAMA_TOL, "the sequence that stayed")
+    _assert_rows_match(rows[1], truth[2][20:], LLAMA_TOL, "the sequence that moved")
+    assert cached.length(slots[2]) == 30
     for slot in range(cached.max_sequences):
         cached.close(slot)
 

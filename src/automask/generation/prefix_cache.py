@@ -15,7 +15,9 @@ expose):
   most ``capacity`` bytes, least recently used first out. A slot's tokens are
   saved only when they are about to be cut (lazily: a slot that is reused
   as is costs nothing), and a stored state is copied back into a slot when it
-  covers more of a new prompt than any free slot does.
+  covers more of a new prompt than any free slot does. A slot whose new prompt
+  keeps at least half of its tokens is not copied: what would be lost is the
+  tail (typically the last answer), not the shared prefix.
 
 Reuse stops one token short of the whole prompt: the last prompt token must be
 fed for its logits to come back.
@@ -65,14 +67,28 @@ class SlotTable:
 
     def choose(self, want: np.ndarray) -> tuple[int, int] | None:
         """(free slot, how many leading ids of ``want`` it holds); None when every slot is
-        open."""
+        open.
+
+        Only slots that keep the open ones one run of consecutive ids are candidates
+        (next to the run, or any slot when none is open; the lowest free slot when
+        the run is already broken): llama.cpp decodes each run of consecutive
+        sequence ids of a batch as a separate pass over the weights, so six
+        sequences spread over sixteen slots cost six times one.
+        """
         free = [s for s in range(self.count) if s not in self.lengths]
         if not free:
             return None
         if not self.reuse:
             return free[0], 0
-        best, choice = (-1, False, 0), (free[0], 0)
-        for slot in free:
+        candidates = free
+        if self.lengths:
+            low, high = min(self.lengths), max(self.lengths)
+            if high - low + 1 == len(self.lengths):  # one run: grow it at either end
+                candidates = [s for s in (low - 1, high + 1) if 0 <= s < self.count]
+            else:
+                candidates = free[:1]
+        best, choice = (-1, False, 0), (candidates[0], 0)
+        for slot in candidates:
             held = self.held.get(slot, ())
             common = common_prefix(held, want)
             rank = (common, not held, -self._closed_at[slot])
@@ -88,6 +104,11 @@ class SlotTable:
     def advance(self, slot: int, ids: Sequence[int]) -> None:
         self.lengths[slot] += len(ids)
         self.held[slot].extend(int(t) for t in ids)
+
+    def move(self, src: int, dst: int) -> None:
+        """Open slot ``src``'s tokens now live in free slot ``dst`` (``src`` is left empty)."""
+        self.lengths[dst] = self.lengths.pop(src)
+        self.held[dst] = self.held.pop(src)
 
     def close(self, slot: int) -> bool:
         """Close ``slot``; True when its cache must be emptied now (no reuse)."""

@@ -442,8 +442,12 @@ class LlamaCppRunner:
             ptr[0] = 0
         self._seq_set = np.zeros(n, dtype=np.int32)
 
+        # Slots are the callers' ids; streams are llama.cpp's sequence ids, each with its
+        # own KV stream, which the slot table and the prefix cache work in. A slot keeps
+        # its id while its sequence moves to another stream (see _compact).
         self._slots = SlotTable(max_sequences, reuse=prefix_cache)
-        self._lengths = self._slots.lengths  # open slot -> tokens its KV cache holds
+        self._stream_of: dict[int, int] = {}  # open slot -> its stream
+        self.moves = 0  # sequences moved by _compact
         self.prompt_store = PromptStore(prompt_cache_bytes if prefix_cache else 0)
         self._lock = threading.Lock()
         self.forward_passes = 0
@@ -456,47 +460,86 @@ class LlamaCppRunner:
             chosen = self._slots.choose(want)
             if chosen is None:
                 raise RunnerFull(f"all {self.max_sequences} slots are open")
-            slot, common = chosen
-            held = self._slots.held.get(slot, [])
+            stream, common = chosen
+            held = self._slots.held.get(stream, [])
             stored, length = self.prompt_store.best(want)  # before a save can push it out
-            if common < len(held) and self.prompt_store.wants(held):
-                self.prompt_store.put(held, self._copy_out(slot))  # about to be cut
+            if common < len(held) // 2 and self.prompt_store.wants(held):
+                # Most of what the stream holds is about to be cut: keep it. (A stream that
+                # keeps most, e.g. its prompt without the last answer, is not copied.)
+                self.prompt_store.put(held, self._copy_out(stream))
             if stored is not None and length >= common + MIN_RESTORE_GAIN:
-                held, common = self._copy_in(slot, stored), length
+                held, common = self._copy_in(stream, stored), length
             if common < len(held):
-                self._lib.llama_memory_seq_rm(self._memory, slot, common, -1)
-            self._slots.assign(slot, held[:common])
+                self._lib.llama_memory_seq_rm(self._memory, stream, common, -1)
+            self._slots.assign(stream, held[:common])
+            slot = min(set(range(self.max_sequences)) - set(self._stream_of))
+            self._stream_of[slot] = stream
             return slot
 
-    def _copy_out(self, slot: int) -> bytearray:
-        """The KV state of ``slot``'s sequence, copied to host memory."""
+    def _copy_out(self, stream: int) -> bytearray:
+        """The KV state of ``stream``'s sequence, copied to host memory."""
         lib = self._lib
-        size = int(lib.llama_state_seq_get_size(self._ctx, slot))
+        size = int(lib.llama_state_seq_get_size(self._ctx, stream))
         state = bytearray(size)
         buffer = (ctypes.c_uint8 * size).from_buffer(state)
-        if int(lib.llama_state_seq_get_data(self._ctx, buffer, size, slot)) != size:
-            raise RunnerError(_llama_error(f"llama.cpp could not copy sequence {slot} out"))
+        if int(lib.llama_state_seq_get_data(self._ctx, buffer, size, stream)) != size:
+            raise RunnerError(_llama_error(f"llama.cpp could not copy sequence {stream} out"))
         return state
 
-    def _copy_in(self, slot: int, stored: StoredPrompt) -> list[int]:
-        """Replace ``slot``'s cache by a stored state; the tokens it now holds."""
+    def _copy_in(self, stream: int, stored: StoredPrompt) -> list[int]:
+        """Replace ``stream``'s cache by a stored state; the tokens it now holds."""
         lib = self._lib
-        lib.llama_memory_seq_rm(self._memory, slot, -1, -1)
+        lib.llama_memory_seq_rm(self._memory, stream, -1, -1)
         size = len(stored.state)
         buffer = (ctypes.c_uint8 * size).from_buffer(stored.state)
-        if int(lib.llama_state_seq_set_data(self._ctx, buffer, size, slot)) == 0:
-            lib.llama_memory_seq_rm(self._memory, slot, -1, -1)
+        if int(lib.llama_state_seq_set_data(self._ctx, buffer, size, stream)) == 0:
+            lib.llama_memory_seq_rm(self._memory, stream, -1, -1)
             return []
         return stored.tokens.tolist()
 
+    def _compact(self) -> None:
+        """Move sequences so the open streams are consecutive ids.
+
+        llama.cpp decodes each run of consecutive sequence ids of a batch as its
+        own pass over the weights (its per-stream batch split), so sequences
+        left scattered when others finish cost a pass each: six spread over
+        sixteen streams take as long as six decoded one after the other. A move
+        copies the sequence's cells out and into the new stream (the state
+        API: ``llama_memory_seq_cp`` across streams copies the whole stream
+        buffer, and in this llama.cpp again at every later decode); the window
+        of consecutive streams that already holds most open ones is kept.
+        """
+        open_streams = sorted(self._stream_of.values())
+        k = len(open_streams)
+        if not k or open_streams[-1] - open_streams[0] + 1 == k:
+            return
+        inside = {w: sum(1 for s in open_streams if w <= s < w + k)
+                  for w in range(self.max_sequences - k + 1)}
+        start = max(inside, key=lambda w: (inside[w], -w))
+        window = range(start, start + k)
+        targets = iter(s for s in window if s not in open_streams)
+        slot_of = {stream: slot for slot, stream in self._stream_of.items()}
+        lib, memory = self._lib, self._memory
+        for src in [s for s in open_streams if s not in window]:
+            dst = next(targets)
+            tokens = self._copy_in(dst, StoredPrompt(np.asarray(self._slots.held[src]),
+                                                     self._copy_out(src)))
+            if len(tokens) != self._slots.lengths[src]:
+                raise RunnerError(_llama_error(f"llama.cpp could not move sequence {src}"))
+            lib.llama_memory_seq_rm(memory, src, -1, -1)
+            self._slots.move(src, dst)
+            self._stream_of[slot_of[src]] = dst
+            self.moves += 1
+
     def close(self, slot: int) -> None:
         with self._lock:
-            if self._slots.close(slot) and self._ctx:
-                self._lib.llama_memory_seq_rm(self._memory, slot, -1, -1)
+            stream = self._stream_of.pop(slot, None)
+            if stream is not None and self._slots.close(stream) and self._ctx:
+                self._lib.llama_memory_seq_rm(self._memory, stream, -1, -1)
 
     def length(self, slot: int) -> int:
         """Tokens slot ``slot`` holds (prompt and output so far)."""
-        return self._lengths[slot]
+        return self._slots.lengths[self._stream_of[slot]]
 
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenizer: no BOS added, special tokens written in ``text`` parsed
@@ -509,14 +552,21 @@ class LlamaCppRunner:
         with self._lock:
             if not self._ctx:
                 raise RunnerError("the runner was shut down")
-            plan = _plan(feeds, self._lengths, self.max_context, self.width)
+            held = self._slots.lengths
+            lengths = {slot: held[stream] for slot, stream in self._stream_of.items()}
+            plan = _plan(feeds, lengths, self.max_context, self.width)
             if not plan:
                 return []
+            self._compact()
+            # In stream order: llama.cpp cuts a batch wherever the next token's sequence id
+            # is not the one after the last (8 sequences fed odd ids first took 2x as long).
+            order = sorted(range(len(plan)), key=lambda i: self._stream_of[plan[i][0]])
+            plan = [(self._stream_of[plan[i][0]], plan[i][1], plan[i][2]) for i in order]
             sizes = [len(ids) for _, ids, _ in plan]
             tokens = np.concatenate([ids for _, ids, _ in plan])
-            seqs = np.repeat(np.array([slot for slot, _, _ in plan], dtype=np.int32), sizes)
-            pos = np.concatenate([np.arange(self._lengths[slot], self._lengths[slot] + len(ids),
-                                            dtype=np.int32) for slot, ids, _ in plan])
+            seqs = np.repeat(np.array([stream for stream, _, _ in plan], dtype=np.int32), sizes)
+            pos = np.concatenate([np.arange(held[stream], held[stream] + len(ids),
+                                            dtype=np.int32) for stream, ids, _ in plan])
             wants = np.zeros(len(tokens), dtype=np.int8)
             ends = np.cumsum(sizes)
             for (_, _, keep), end in zip(plan, ends, strict=True):
@@ -526,15 +576,15 @@ class LlamaCppRunner:
                 self._run(tokens, seqs, pos, wants, out)
             except BaseException:
                 # Undo whatever part of the step reached the KV cache: the feed is all-or-nothing.
-                for slot, _, _ in plan:
-                    self._lib.llama_memory_seq_rm(self._memory, slot, self._lengths[slot], -1)
+                for stream, _, _ in plan:
+                    self._lib.llama_memory_seq_rm(self._memory, stream, held[stream], -1)
                 raise
-            for slot, ids, _ in plan:
-                self._slots.advance(slot, ids)
-            rows: list[np.ndarray] = []
+            for stream, ids, _ in plan:
+                self._slots.advance(stream, ids)
+            rows: list[np.ndarray] = [out[:0]] * len(plan)
             start = 0
-            for _, _, keep in plan:
-                rows.append(out[start:start + keep])
+            for i, (_, _, keep) in zip(order, plan, strict=True):
+                rows[i] = out[start:start + keep]
                 start += keep
             return rows
 
