@@ -192,6 +192,27 @@ def test_logprobs_and_diagnostics(tiny_bpe_vocab, compiled):
     assert 0 < d["legal_mass_min"] <= d["legal_mass_mean"] <= 1 and d["kl_max"] >= d["kl_mean"]
 
 
+def test_forced_tokens_go_one_per_step_in_a_batch(tiny_bpe_vocab, compiled):
+    """Beside other sequences, fast-forwarded tokens are fed one per step (no second pass
+    for one sequence's extra tokens), with the same text, logprobs and diagnostics as a
+    sequence run alone that feeds them all at once."""
+    kw = dict(top_logprobs=2, diagnostics=True, seed=4)
+    batched, alone = run_alone(tiny_bpe_vocab, compiled, n=3, **kw), \
+        run_alone(tiny_bpe_vocab, compiled, **kw)
+    mine, solo = batched.finished()[0], alone.finished()[0]
+    assert mine.text == solo.text and mine.diagnostics == solo.diagnostics
+    assert solo.diagnostics["forced_tokens"] > 0  # the case this is about
+
+    def entries(c, index):
+        return [e for d in c.events if isinstance(d, Delta) and d.index == index
+                for e in d.logprobs]
+
+    assert entries(batched, 0) == entries(alone, 0)
+    for index, f in batched.finished().items():
+        got = entries(batched, index)
+        assert len(got) == f.tokens and "".join(e["token"] for e in got) == f.text
+
+
 def test_queue_full_is_429_and_long_prompt_is_400(tiny_bpe_vocab, compiled):
     sched = Scheduler(FakeRunner(tiny_bpe_vocab.size, max_context=16), tiny_bpe_vocab,
                       max_queue=2)

@@ -126,7 +126,9 @@ class _Sequence:
         self.penalized: list[int] = []
         self.data = bytearray()  # the output's bytes
         self.sent = 0  # bytes of ``data`` already sent as text
-        self.feed: list[int] = []
+        self.feed: list[int] = []  # what the next step feeds
+        self.queue: list[int] = []  # forced tokens chosen but not fed yet (one per step)
+        self.prefilled = False  # the prompt went in (its feed is never cut)
         self.keep = 1
         self.forced = 0
         self.stats: list[tuple[float, float, bool, bool]] = []  # (kl, legal mass, forced, top)
@@ -242,6 +244,15 @@ class Scheduler:
 
     def _step(self) -> None:
         batch = list(self._running)  # finishing sequences leave _running as we go
+        if len(batch) > 1:
+            # Fast-forwarded tokens go one per step beside other sequences: llama.cpp
+            # splits a step into equal shares per sequence, so one sequence's extra tokens
+            # would cost a second pass over the weights for the whole step.
+            for seq in batch:
+                if seq.prefilled and len(seq.feed) > 1:
+                    seq.queue = seq.feed[1:] + seq.queue
+                    seq.feed = seq.feed[:1]
+                    seq.keep = 1
         started = time.perf_counter()
         rows = self.runner.feed([(s.slot, s.feed, s.keep) for s in batch])
         self.metrics.observe("forward", time.perf_counter() - started)
@@ -259,6 +270,7 @@ class Scheduler:
     def _advance(self, seq: _Sequence, rows: np.ndarray, bitmask: np.ndarray, i: int,
                  now: float) -> None:
         job = seq.job
+        seq.prefilled = True
         if job.cancelled:
             self._close(seq)
             return
@@ -270,6 +282,12 @@ class Scheduler:
         for row, token in zip(rows[:-1], fed_forced, strict=True):
             self._record_forced(seq, row, token)
         logits = rows[-1]
+        if seq.queue:  # the next token is forced and chosen already: feed it
+            if seq.wants_rows:
+                self._record_forced(seq, logits, seq.queue[0])
+            seq.feed, seq.queue = seq.queue, []
+            seq.keep = len(seq.feed) if seq.wants_rows else 1
+            return
         matcher = seq.matcher
         if only_eos_left(matcher, self.eos):
             return self._finish(seq, STOP)
