@@ -144,6 +144,10 @@ def test_block_plan_alternates_modes_abba_and_covers_every_request():
             sent = [j for cc, _, m, idx in plan if cc == c and m == mode for j in idx]
             assert sent == list(range(5))
     assert len(sb.block_plan([2], requests=1, rounds=3)) == 2  # empty rounds are dropped
+    # waves: each block holds at least waves x concurrency requests
+    plan = sb.block_plan([1, 4], requests=5, rounds=2, waves=3)
+    sizes = {(c, r): len(idx) for c, r, m, idx in plan if m == CONSTRAINED}
+    assert sizes == {(1, 0): 3, (1, 1): 3, (4, 0): 12, (4, 1): 12}  # max(5, 3 x c x 2)
 
 
 def test_select_schemas_is_seeded_and_counts_skips():
@@ -202,6 +206,7 @@ def test_cli_registers_bench_serve():
     args = build_parser().parse_args(["bench", "serve", "--concurrency", "1,2", "--check"])
     assert args.handler.__name__ == "_cmd_bench_serve"
     assert (args.requests, args.rounds, args.max_tokens, args.sample) == (32, 2, 128, 24)
+    assert args.waves == 4
     assert sb.parse_levels(args.concurrency) == [1, 2]
     with pytest.raises(sb.ServeBenchError):
         sb.parse_levels("1,0")
@@ -230,7 +235,7 @@ live = pytest.mark.skipif(_live_skip_reason() is not None, reason=str(_live_skip
 def test_tiny_run_end_to_end_counts_add_up(tmp_path, capsys):
     out = tmp_path / "serve.json"
     code = main(["bench", "serve", "--sample", "2", "--concurrency", "1,2", "--requests", "2",
-                 "--rounds", "1", "--max-tokens", "16", "--max-schema-chars", "400",
+                 "--waves", "0", "--rounds", "1", "--max-tokens", "16", "--max-schema-chars", "400",
                  "--json", str(out)])
     assert code == 0  # no --check: targets are reported, not enforced
     printed = capsys.readouterr().out

@@ -244,6 +244,9 @@ def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
                    help="client threads at each level (default 1,4,16)")
     p.add_argument("--requests", type=_positive_int, default=32, metavar="N",
                    help="requests per mode at each concurrency (default 32)")
+    p.add_argument("--waves", type=int, default=4, metavar="W",
+                   help="at least W x concurrency requests per block, so the batch stays full "
+                        "rather than draining one wave (default 4; 0: --requests only)")
     p.add_argument("--rounds", type=_positive_int, default=2, metavar="R",
                    help="blocks per mode at each concurrency, in ABBA order (default 2)")
     p.add_argument("--max-tokens", type=_positive_int, default=128, metavar="N",
@@ -515,7 +518,8 @@ def _cmd_bench_serve(args: argparse.Namespace) -> int:
     result = serve_bench.run_command(
         url=args.url, data=args.data, sample=args.sample, seed=args.seed,
         levels=serve_bench.parse_levels(args.concurrency), requests=args.requests,
-        rounds=args.rounds, max_tokens=args.max_tokens, lengths=args.lengths,
+        rounds=args.rounds, waves=args.waves, max_tokens=args.max_tokens,
+        lengths=args.lengths,
         max_schema_chars=args.max_schema_chars, model=args.model,
         max_sequences=args.max_sequences, prefix_cache=args.prefix_cache,
         ready_timeout=args.ready_timeout,

@@ -20,12 +20,16 @@ The run:
 * **prompts**: :data:`~automask.bench.generate_bench.PROMPT_TEMPLATE` with
   the schema as compact JSON (cut at :data:`MAX_SCHEMA_CHARS`), the same
   messages in both modes; request ``j`` of a level uses schema ``j mod S``;
-* **levels**: at each concurrency ``c``, ``--requests`` per mode, sent by
+* **levels**: at each concurrency ``c``, ``--requests`` per mode (or
+  ``--waves`` x ``c`` per block where that is more), sent by
   ``c`` client threads (the real ``openai`` client, ``stream=True``,
   temperature 0). The requests go in ``--rounds`` blocks per mode in ABBA
   order (constrained, unconstrained, unconstrained, constrained, ...), so a
   drift in machine load falls on both modes alike. Modes never share a
-  block: a block's wall time is one mode's;
+  block: a block's wall time is one mode's. A block of ``c`` requests is
+  one wave that drains as its answers end (10 to 96 tokens here), so the
+  batch is full only at its start; ``--waves`` (default 4) blocks keep it
+  full most of the time, which is what throughput at ``c`` means;
 * **constrained**: ``response_format`` json_schema (strict); **unconstrained**:
   the same request without it;
 * **lengths** ``matched`` (default): the probe generates the whole constrained
@@ -477,15 +481,23 @@ class Workload:
 # ----------------------------------------------------------------------------- the levels
 
 
-def block_plan(levels: Sequence[int], requests: int, rounds: int) -> list[tuple[int, int, str,
-                                                                             range]]:
+def level_requests(concurrency: int, requests: int, rounds: int, waves: int) -> int:
+    """Requests per mode at one concurrency: ``requests``, or more so that each block
+    holds ``waves`` times ``concurrency`` requests."""
+    return max(requests, waves * concurrency * rounds)
+
+
+def block_plan(levels: Sequence[int], requests: int, rounds: int,
+               waves: int = 0) -> list[tuple[int, int, str, range]]:
     """(concurrency, round, mode, request indices) in run order: per level, the requests
-    split into ``rounds`` blocks per mode, in ABBA order (C U, U C, C U, ...)."""
-    per = math.ceil(requests / rounds)
+    (:func:`level_requests`) split into ``rounds`` blocks per mode, in ABBA order (C U,
+    U C, C U, ...)."""
     plan = []
     for c in levels:
+        total = level_requests(c, requests, rounds, waves)
+        per = math.ceil(total / rounds)
         for r in range(rounds):
-            idx = range(r * per, min((r + 1) * per, requests))
+            idx = range(r * per, min((r + 1) * per, total))
             if not idx:
                 continue
             for mode in (MODES if r % 2 == 0 else MODES[::-1]):
@@ -684,7 +696,8 @@ def format_report(result: dict[str, Any]) -> str:
     p = result["params"]
     lines = [f"bench serve: {len(result['schemas'])} schemas ({len(result['skipped'])} "
              f"skipped), model {result['model']}, max {p['max_tokens']} tokens, greedy, "
-             f"{p['requests']} requests per mode and concurrency in {p['rounds']} ABBA rounds, "
+             f"{p['requests']} requests per mode and concurrency (at least {p.get('waves', 0)} "
+             f"x concurrency per block) in {p['rounds']} ABBA rounds, "
              f"lengths {p['lengths']}" + (" (unconstrained max_tokens = the constrained "
                                          "answer's tokens)" if p["lengths"] == "matched"
                                          else ""),
@@ -723,7 +736,8 @@ def format_report(result: dict[str, Any]) -> str:
 
 def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: int,
                     seed: int = 0, levels: Sequence[int] = (1, 4, 16), requests: int = 32,
-                    rounds: int = 2, max_tokens: int = 128, lengths: str = "matched",
+                    rounds: int = 2, waves: int = 0, max_tokens: int = 128,
+                    lengths: str = "matched",
                     max_schema_chars: int = MAX_SCHEMA_CHARS, timeout_s: float = 600.0,
                     server_pid: int | None = None, stream: TextIO | None = None,
                     progress: TextIO | None = None) -> dict[str, Any]:
@@ -758,7 +772,7 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
                     probed if lengths == "matched" else None)
     note(f"bench serve: {len(chosen)} schemas kept, {len(skipped)} skipped")
     for c in levels:
-        per = math.ceil(requests / rounds)
+        per = math.ceil(level_requests(c, requests, rounds, waves) / rounds)
         if per < c:
             note(f"bench serve: note: blocks of {per} requests hold at most {per} in flight "
                  f"at concurrency {c} (--requests >= {c * rounds} fills it)")
@@ -766,7 +780,7 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
     blocks: list[Block] = []
     samples: list[Sample] = []
     t_levels = time.perf_counter()
-    for c, rnd, mode, idx in block_plan(levels, requests, rounds):
+    for c, rnd, mode, idx in block_plan(levels, requests, rounds, waves):
         block, got = run_block(clients, model, work, mode, c, rnd, idx, url, server_pid)
         blocks.append(block)
         samples.extend(got)
@@ -794,7 +808,7 @@ def run_serve_bench(url: str, model: str, records: Sequence[dict], *, sample: in
         "url": url,
         "model": model,
         "params": {"sample": sample, "seed": seed, "levels": levels, "requests": requests,
-                   "rounds": rounds, "max_tokens": max_tokens, "lengths": lengths,
+                   "rounds": rounds, "waves": waves, "max_tokens": max_tokens, "lengths": lengths,
                    "temperature": 0, "max_schema_chars": max_schema_chars,
                    "prompt_template": PROMPT_TEMPLATE},
         "probe_tokens": probed if lengths == "matched" else None,
@@ -848,6 +862,7 @@ def server_at(url: str | None, serve_args: Sequence[str],
 
 def run_command(*, url: str | None, data: str | None, sample: int, seed: int,
                 levels: Sequence[int], requests: int, rounds: int, max_tokens: int,
+                waves: int = 0,
                 lengths: str = "matched", max_schema_chars: int = MAX_SCHEMA_CHARS,
                 model: str | None, max_sequences: int | None, prefix_cache: bool = True,
                 ready_timeout: float = 300.0,
@@ -874,6 +889,7 @@ def run_command(*, url: str | None, data: str | None, sample: int, seed: int,
         note(f"bench serve: server at {where} (model {model_id})")
         result = run_serve_bench(where, model_id, records, sample=sample, seed=seed,
                                  levels=levels, requests=requests, rounds=rounds,
+                                 waves=waves,
                                  max_tokens=max_tokens, lengths=lengths,
                                  max_schema_chars=max_schema_chars, timeout_s=timeout_s,
                                  server_pid=pid, stream=stream,
