@@ -593,6 +593,39 @@ def test_forced_tokens_at_a_choice_and_at_the_end(tiny_bpe_vocab):
     assert m.is_accepting()
 
 
+@pytest.mark.parametrize("name", ["gbnf-json", "regex-unicode"])
+def test_single_allowed_token_agrees_with_the_id_list(name, vocab):
+    compiled = automask.compile(GRAMMARS[name](), vocab)
+    rng = random.Random(name)
+    def check(m: Matcher) -> np.ndarray:
+        allowed = m.allowed_token_ids()
+        assert m.single_allowed_token() == (int(allowed[0]) if len(allowed) == 1 else None)
+        return allowed
+
+    for _ in range(6):
+        m = Matcher(compiled)
+        for _ in range(12):
+            allowed = check(m)
+            if m.is_terminated() or not len(allowed):
+                break
+            assert m.accept_token(int(rng.choice(allowed)))
+    # the bit arithmetic on masks of every shape: empty, one bit, two in a word, two words
+    class Fixed(Matcher):
+        words = np.zeros(0, dtype=np.uint32)
+
+        def mask_words(self) -> np.ndarray:
+            return self.words
+
+    m = Fixed(compiled)
+    for words, want in (({}, None), ({3: 1 << 5}, 3 * 32 + 5), ({0: 1}, 0),
+                        ({7: 1 << 31}, 7 * 32 + 31), ({3: 0b101}, None), ({1: 1, 2: 1}, None)):
+        mask = np.zeros(8, dtype=np.uint32)
+        for i, w in words.items():
+            mask[i] = w
+        m.words = mask
+        assert m.single_allowed_token() == want, words
+
+
 # --------------------------------------------------------------------------- rollback, fork
 
 

@@ -178,6 +178,18 @@ class Matcher:
         bits = np.unpackbits(self.mask_words().view(np.uint8), bitorder="little")
         return np.flatnonzero(bits[: self.compiled.vocab.size])
 
+    def single_allowed_token(self) -> int | None:
+        """The one allowed token id, or None when none or several are allowed (reads the
+        mask words: no id list over the vocabulary is built)."""
+        words = self.mask_words()
+        nonzero = np.flatnonzero(words)
+        if nonzero.size != 1:
+            return None
+        word = int(words[nonzero[0]])
+        if word & (word - 1):
+            return None
+        return int(nonzero[0]) * 32 + word.bit_length() - 1
+
     def is_allowed(self, token_id: int) -> bool:
         self._check_id(token_id)
         words = self.mask_words()
@@ -246,10 +258,10 @@ class Matcher:
             if not tokens:
                 if probe.is_accepting():
                     break
-                allowed = probe.allowed_token_ids()
-                if len(allowed) != 1:
+                only = probe.single_allowed_token()
+                if only is None:
                     break
-                tokens = [int(allowed[0])]
+                tokens = [only]
             accepted = probe.accept_tokens(tokens[: max_tokens - len(out)])
             out.extend(tokens[:accepted])
             if accepted < len(tokens) or accepted == 0:
