@@ -128,7 +128,7 @@ class _Sequence:
         self.sent = 0  # bytes of ``data`` already sent as text
         self.feed: list[int] = []  # what the next step feeds
         self.queue: list[int] = []  # forced tokens chosen but not fed yet (one per step)
-        self.prefilled = False  # the prompt went in (its feed is never cut)
+        self.fixed = 1  # leading ids of ``feed`` that cannot wait (the prompt's rest)
         self.keep = 1
         self.forced = 0
         self.stats: list[tuple[float, float, bool, bool]] = []  # (kl, legal mass, forced, top)
@@ -238,6 +238,7 @@ class Scheduler:
                 for token in forced:
                     self._append(seq, token)
                 seq.feed = job.prompt[cached:] + forced
+                seq.fixed = len(job.prompt) - cached
                 seq.keep = len(forced) + 1 if seq.wants_rows else 1
                 self._running.append(seq)
             free -= job.n
@@ -245,14 +246,15 @@ class Scheduler:
     def _step(self) -> None:
         batch = list(self._running)  # finishing sequences leave _running as we go
         if len(batch) > 1:
-            # Fast-forwarded tokens go one per step beside other sequences: llama.cpp
-            # splits a step into equal shares per sequence, so one sequence's extra tokens
-            # would cost a second pass over the weights for the whole step.
+            # Fast-forwarded tokens (also those forced at the start, after a prompt found
+            # in the prefix cache) go one per step beside other sequences: llama.cpp splits
+            # a step into equal shares per sequence, so one sequence's extra tokens would
+            # cost a second pass over the weights for the whole step.
             for seq in batch:
-                if seq.prefilled and len(seq.feed) > 1:
-                    seq.queue = seq.feed[1:] + seq.queue
-                    seq.feed = seq.feed[:1]
-                    seq.keep = 1
+                if len(seq.feed) > seq.fixed:
+                    seq.queue = seq.feed[seq.fixed:] + seq.queue
+                    seq.feed = seq.feed[:seq.fixed]
+                    seq.keep = 1  # the row after the last id kept: it predicts queue[0]
         started = time.perf_counter()
         rows = self.runner.feed([(s.slot, s.feed, s.keep) for s in batch])
         self.metrics.observe("forward", time.perf_counter() - started)
@@ -270,7 +272,7 @@ class Scheduler:
     def _advance(self, seq: _Sequence, rows: np.ndarray, bitmask: np.ndarray, i: int,
                  now: float) -> None:
         job = seq.job
-        seq.prefilled = True
+        seq.fixed = 1
         if job.cancelled:
             self._close(seq)
             return
