@@ -206,7 +206,7 @@ def test_cli_registers_bench_serve():
     args = build_parser().parse_args(["bench", "serve", "--concurrency", "1,2", "--check"])
     assert args.handler.__name__ == "_cmd_bench_serve"
     assert (args.requests, args.rounds, args.max_tokens, args.sample) == (32, 2, 128, 24)
-    assert args.waves == 4
+    assert args.waves == 8
     assert sb.parse_levels(args.concurrency) == [1, 2]
     with pytest.raises(sb.ServeBenchError):
         sb.parse_levels("1,0")

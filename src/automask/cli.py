@@ -244,9 +244,9 @@ def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
                    help="client threads at each level (default 1,4,16)")
     p.add_argument("--requests", type=_positive_int, default=32, metavar="N",
                    help="requests per mode at each concurrency (default 32)")
-    p.add_argument("--waves", type=int, default=4, metavar="W",
+    p.add_argument("--waves", type=int, default=8, metavar="W",
                    help="at least W x concurrency requests per block, so the batch stays full "
-                        "rather than draining one wave (default 4; 0: --requests only)")
+                        "rather than draining one wave (default 8; 0: --requests only)")
     p.add_argument("--rounds", type=_positive_int, default=2, metavar="R",
                    help="blocks per mode at each concurrency, in ABBA order (default 2)")
     p.add_argument("--max-tokens", type=_positive_int, default=128, metavar="N",

@@ -28,7 +28,7 @@ The run:
   drift in machine load falls on both modes alike. Modes never share a
   block: a block's wall time is one mode's. A block of ``c`` requests is
   one wave that drains as its answers end (10 to 96 tokens here), so the
-  batch is full only at its start; ``--waves`` (default 4) blocks keep it
+  batch is full only at its start; ``--waves`` (default 8) blocks keep it
   full most of the time, which is what throughput at ``c`` means;
 * **constrained**: ``response_format`` json_schema (strict); **unconstrained**:
   the same request without it;
