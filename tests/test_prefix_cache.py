@@ -88,3 +88,15 @@ def test_open_slots_stay_one_run_of_consecutive_ids():
     table.assign(5, [])
     table.close(4)  # open: 3, 5 (broken)
     assert table.choose(np.array([2, 2])) == (0, 0)  # the lowest hole, not slot 1
+
+
+def test_a_moved_sequence_leaves_its_copy_behind_with_reuse_only():
+    for reuse in (True, False):
+        table = SlotTable(3, reuse=reuse)
+        table.assign(2, [])
+        table.advance(2, [4, 5])
+        table.move(2, 0)
+        assert table.lengths == {0: 2} and table.held[0] == [4, 5]
+        assert (table.held.get(2) == [4, 5]) is reuse  # an idle cache, or nothing
+        table.advance(0, [6])
+        assert table.held[0] == [4, 5, 6] and (not reuse or table.held[2] == [4, 5])

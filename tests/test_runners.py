@@ -372,6 +372,23 @@ def test_prompt_store_brings_back_a_cut_prompt(llama):
         assert small.length(slot) == len(b) - 1
 
 
+def test_a_prompt_held_out_of_reach_is_copied_across(llama):
+    """The open streams must stay one run, so a prompt whose cache sits in an idle stream
+    away from the run is copied into the stream it may take, not prefilled again."""
+    seqs = _sequences(llama.width, [40, 30, 30, 40], seed=8)
+    truth = _alone(llama, seqs[3])
+    with LlamaCppRunner(default_model_path(), max_sequences=4, max_context=96, threads=1,
+                        batch_size=16) as runner:
+        slots = [runner.open(ids) for ids in seqs]
+        runner.feed([(s, ids, 1) for s, ids in zip(slots, seqs, strict=True)])
+        for k in (0, 2, 3):
+            runner.close(slots[k])  # stream 1 stays open: a new one takes 0 or 2
+        again = runner.open(seqs[3])
+        assert runner.length(again) == len(seqs[3]) - 1
+        rows = runner.feed([(again, seqs[3][-1:], 1), (slots[1], [5], 1)])
+        _assert_rows_match(rows[0], truth[-1:], LLAMA_TOL, "copied from an idle stream")
+
+
 def test_loading_is_silent_and_requantizing_is_cached(llama, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("AUTOMASK_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("AUTOMASK_NO_CACHE", raising=False)

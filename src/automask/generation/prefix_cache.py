@@ -15,7 +15,9 @@ expose):
   most ``capacity`` bytes, least recently used first out. A slot's tokens are
   saved only when they are about to be cut (lazily: a slot that is reused
   as is costs nothing), and a stored state is copied back into a slot when it
-  covers more of a new prompt than any free slot does. A slot whose new prompt
+  covers more of a new prompt than the slot it gets (so does another idle slot's
+  cache, copied across, when the slot that holds the prompt is not one the
+  new sequence may take). A slot whose new prompt
   keeps at least half of its tokens is not copied: what would be lost is the
   tail (typically the last answer), not the shared prefix.
 
@@ -96,6 +98,17 @@ class SlotTable:
                 best, choice = rank, (slot, common)
         return choice
 
+    def best_held(self, want: np.ndarray) -> tuple[int | None, int]:
+        """The free slot, wherever it is, holding the longest prefix of ``want``, and that
+        length: a source to copy from when :meth:`choose` may not pick it."""
+        best: tuple[int | None, int] = (None, 0)
+        for slot, held in self.held.items():
+            if slot not in self.lengths:
+                common = common_prefix(held, want)
+                if common > best[1]:
+                    best = (slot, common)
+        return best
+
     def assign(self, slot: int, tokens: list[int]) -> None:
         """Open ``slot`` holding ``tokens`` (what the runner left in its cache)."""
         self.held[slot] = tokens
@@ -106,9 +119,12 @@ class SlotTable:
         self.held[slot].extend(int(t) for t in ids)
 
     def move(self, src: int, dst: int) -> None:
-        """Open slot ``src``'s tokens now live in free slot ``dst`` (``src`` is left empty)."""
+        """Open slot ``src``'s sequence now runs in free slot ``dst``; ``src`` is free and,
+        with reuse, keeps a copy of its tokens (a cache like any closed slot's)."""
         self.lengths[dst] = self.lengths.pop(src)
-        self.held[dst] = self.held.pop(src)
+        self.held[dst] = list(self.held[src]) if self.reuse else self.held.pop(src)
+        self._clock += 1
+        self._closed_at[src] = self._clock
 
     def close(self, slot: int) -> bool:
         """Close ``slot``; True when its cache must be emptied now (no reuse)."""

@@ -463,11 +463,18 @@ class LlamaCppRunner:
             stream, common = chosen
             held = self._slots.held.get(stream, [])
             stored, length = self.prompt_store.best(want)  # before a save can push it out
+            # An idle stream that holds more of the prompt than the one the run allows.
+            source, sourced = self._slots.best_held(want)
             if common < len(held) // 2 and self.prompt_store.wants(held):
                 # Most of what the stream holds is about to be cut: keep it. (A stream that
                 # keeps most, e.g. its prompt without the last answer, is not copied.)
                 self.prompt_store.put(held, self._copy_out(stream))
-            if stored is not None and length >= common + MIN_RESTORE_GAIN:
+            if source is not None and source != stream and \
+                    sourced >= max(common, length) + MIN_RESTORE_GAIN:
+                copied = StoredPrompt(np.asarray(self._slots.held[source]),
+                                      self._copy_out(source))
+                held, common = self._copy_in(stream, copied), sourced
+            elif stored is not None and length >= common + MIN_RESTORE_GAIN:
                 held, common = self._copy_in(stream, stored), length
             if common < len(held):
                 self._lib.llama_memory_seq_rm(self._memory, stream, common, -1)
@@ -522,12 +529,16 @@ class LlamaCppRunner:
         lib, memory = self._lib, self._memory
         for src in [s for s in open_streams if s not in window]:
             dst = next(targets)
+            cached = self._slots.held.get(dst, [])
+            if self.prompt_store.wants(cached):  # the idle cache the move overwrites
+                self.prompt_store.put(cached, self._copy_out(dst))
             tokens = self._copy_in(dst, StoredPrompt(np.asarray(self._slots.held[src]),
                                                      self._copy_out(src)))
             if len(tokens) != self._slots.lengths[src]:
                 raise RunnerError(_llama_error(f"llama.cpp could not move sequence {src}"))
-            lib.llama_memory_seq_rm(memory, src, -1, -1)
-            self._slots.move(src, dst)
+            if not self._slots.reuse:
+                lib.llama_memory_seq_rm(memory, src, -1, -1)
+            self._slots.move(src, dst)  # src keeps its copy as an idle cache
             self._stream_of[slot_of[src]] = dst
             self.moves += 1
 
