@@ -49,7 +49,7 @@ from automask.generation.models import (
     cache_dir,
     default_model_path,
 )
-from automask.generation.prefix_cache import PromptStore, SlotTable, StoredPrompt, reusable
+from automask.generation.prefix_cache import PromptStore, SlotTable, reusable
 
 SERVE_HINT = ('pip install "automask[serve]" (llama-cpp-python compiles llama.cpp from '
               "source: it needs a C/C++ compiler and cmake)")
@@ -471,11 +471,11 @@ class LlamaCppRunner:
                 self.prompt_store.put(held, self._copy_out(stream))
             if source is not None and source != stream and \
                     sourced >= max(common, length) + MIN_RESTORE_GAIN:
-                copied = StoredPrompt(np.asarray(self._slots.held[source]),
-                                      self._copy_out(source))
-                held, common = self._copy_in(stream, copied), sourced
+                copied = self._copy_in(stream, self._copy_out(source))
+                held, common = (list(self._slots.held[source]), sourced) if copied else ([], 0)
             elif stored is not None and length >= common + MIN_RESTORE_GAIN:
-                held, common = self._copy_in(stream, stored), length
+                copied = self._copy_in(stream, stored.state)
+                held, common = (stored.tokens.tolist(), length) if copied else ([], 0)
             if common < len(held):
                 self._lib.llama_memory_seq_rm(self._memory, stream, common, -1)
             self._slots.assign(stream, held[:common])
@@ -493,16 +493,16 @@ class LlamaCppRunner:
             raise RunnerError(_llama_error(f"llama.cpp could not copy sequence {stream} out"))
         return state
 
-    def _copy_in(self, stream: int, stored: StoredPrompt) -> list[int]:
-        """Replace ``stream``'s cache by a stored state; the tokens it now holds."""
+    def _copy_in(self, stream: int, state: bytearray) -> bool:
+        """Replace ``stream``'s cache by a state from :meth:`_copy_out`; False (and the
+        stream left empty) when llama.cpp cannot load it."""
         lib = self._lib
         lib.llama_memory_seq_rm(self._memory, stream, -1, -1)
-        size = len(stored.state)
-        buffer = (ctypes.c_uint8 * size).from_buffer(stored.state)
-        if int(lib.llama_state_seq_set_data(self._ctx, buffer, size, stream)) == 0:
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer(state)
+        if int(lib.llama_state_seq_set_data(self._ctx, buffer, len(state), stream)) == 0:
             lib.llama_memory_seq_rm(self._memory, stream, -1, -1)
-            return []
-        return stored.tokens.tolist()
+            return False
+        return True
 
     def _compact(self) -> None:
         """Move sequences so the open streams are consecutive ids.
@@ -532,9 +532,8 @@ class LlamaCppRunner:
             cached = self._slots.held.get(dst, [])
             if self.prompt_store.wants(cached):  # the idle cache the move overwrites
                 self.prompt_store.put(cached, self._copy_out(dst))
-            tokens = self._copy_in(dst, StoredPrompt(np.asarray(self._slots.held[src]),
-                                                     self._copy_out(src)))
-            if len(tokens) != self._slots.lengths[src]:
+            if not self._copy_in(dst, self._copy_out(src)):
+                self._slots.held.pop(dst, None)  # emptied: its cache is gone
                 raise RunnerError(_llama_error(f"llama.cpp could not move sequence {src}"))
             if not self._slots.reuse:
                 lib.llama_memory_seq_rm(memory, src, -1, -1)
