@@ -5,6 +5,7 @@ success are not: a grammar cannot make a model right.
 """
 
 from automask.bitmask import allocate_bitmask, apply_bitmask, unpack_bitmask
+from automask.engine.batch import fill_bitmasks
 from automask.engine.compiled import CompiledGrammar, Limits, compile
 from automask.engine.matcher import Matcher
 from automask.errors import (
@@ -38,6 +39,7 @@ __all__ = [
     "allocate_bitmask",
     "apply_bitmask",
     "compile",
+    "fill_bitmasks",
     "generate",
     "unpack_bitmask",
 ]

@@ -160,8 +160,10 @@ class Matcher:
         EOS was accepted). Takes NumPy arrays and CPU torch tensors (in place).
         """
         row = np.asarray(bitmask)
-        if row.ndim == 2:
-            row = row[index]
+        self.write_row(row[index] if row.ndim == 2 else row)
+
+    def write_row(self, row: np.ndarray) -> None:
+        """:meth:`fill_bitmask` on one row already given as a NumPy int32 array (a view)."""
         nwords = self.compiled.masks.nwords
         if row.shape[0] < nwords or row.dtype.itemsize != 4:
             raise ValueError(f"bitmask row must be int32 with at least {nwords} words")

@@ -1,0 +1,45 @@
+"""Batch mask fill: the masks of many sequences into one bitmask, in one call.
+
+An engine's step (vLLM's logits processor, SGLang's batch, our scheduler)
+holds one bitmask for the whole batch; rows that carry no constraint (or
+whose request finished) are left for the caller. The bitmask is turned into
+a NumPy view once, not once per row, so the per-row cost is the mask itself.
+
+Matchers that share a :class:`~automask.engine.compiled.CompiledGrammar` may
+be filled from different threads at once (the compiled grammar's caches are
+safe to share); one matcher must not be used by two threads at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from automask.engine.matcher import Matcher
+
+
+def fill_bitmasks(matchers: Sequence[Matcher | None], bitmask: Any,
+                  indices: Sequence[int] | None = None) -> None:
+    """Fill row ``indices[i]`` of ``bitmask`` from ``matchers[i]`` (rows ``0..n-1`` by default).
+
+    ``bitmask``: int32 ``(batch, ceil(V/32))``, a NumPy array or a CPU torch
+    tensor (filled in place). ``None`` entries are skipped, their rows left
+    as they are (an unconstrained row: the caller keeps it all-ones, or does
+    not apply it). A terminated matcher (EOS accepted) writes the EOS-only
+    row. Raises what :meth:`Matcher.fill_bitmask` raises, naming the row.
+    """
+    words = np.asarray(bitmask)
+    if words.ndim != 2:
+        raise ValueError(f"bitmask must be 2-D (batch, words), not shape {words.shape}")
+    rows = range(len(matchers)) if indices is None else indices
+    if len(rows) != len(matchers):
+        raise ValueError(f"{len(matchers)} matchers but {len(rows)} row indices")
+    batch = words.shape[0]
+    for matcher, row in zip(matchers, rows, strict=True):
+        if matcher is None:
+            continue
+        if not 0 <= row < batch:
+            raise IndexError(f"row {row} is outside the bitmask's {batch} rows")
+        matcher.write_row(words[row])
