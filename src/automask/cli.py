@@ -57,6 +57,7 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     _add_bench_jsts(kinds)
     _add_bench_generate(kinds)
     _add_bench_serve(kinds)
+    _add_bench_batch(kinds)
 
 
 def _peer_names() -> list[str]:
@@ -207,6 +208,43 @@ def _add_bench_generate(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT",
                    help="write the summaries and per-schema rows as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_generate)
+
+
+def _add_bench_batch(kinds: argparse._SubParsersAction) -> None:
+    from automask.bench.batch_bench import LEVELS
+
+    p = kinds.add_parser(
+        "batch",
+        help="batch mask fill: B sequences with different schemas, one bitmask per step",
+        description="B sequences (B = each --batch level), each under its own MaskBench "
+                    "schema, advance together on the tokens of a valid instance; each step "
+                    "fills one bitmask for the whole batch (automask.fill_bitmasks; "
+                    "llguidance's fill_next_token_bitmask_par in the same run). Reports the "
+                    "per-step fill time p50/p99 and the share of steps over 5 ms; --check "
+                    "exits 1 when a target at B=64 is missed.",
+    )
+    p.add_argument("--data", metavar="FILE",
+                   help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
+                        "next to the repository)")
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="tokenizer.json (or a folder), .gguf or tiktoken file (default: "
+                        "../shared/data/tokenizers/llama-3.1 next to the repository)")
+    p.add_argument("--batch", default=",".join(map(str, LEVELS)), metavar="B1,B2,...",
+                   help=f"batch sizes (default {','.join(map(str, LEVELS))})")
+    p.add_argument("--steps", type=_positive_int, default=100, metavar="N",
+                   help="steps per level (default 100)")
+    p.add_argument("--pool", type=_positive_int, metavar="N",
+                   help="schemas in the pool (default: enough to keep the largest batch full)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the schema order (default 0)")
+    p.add_argument("--vs", action="append", default=[], metavar="PEERS",
+                   help="peers with a batch fill (llguidance, the default; 'none' for none)")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="threads of llguidance's executor (default: its own default)")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if a target at B=64 is not met")
+    p.add_argument("--json", metavar="OUT", help="write the levels and targets as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_batch)
 
 
 def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
@@ -510,6 +548,22 @@ def _cmd_bench_generate(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens, vs=_comma_list(args.vs), timeout_s=args.timeout)
     _write_json(args.json, result)
     return 0
+
+
+def _cmd_bench_batch(args: argparse.Namespace) -> int:
+    from automask.bench import batch_bench
+    from automask.bench.maskbench import DEFAULT_DATA, DEFAULT_TOKENIZER
+
+    peers = [n for n in _comma_list(args.vs) if n != "none"] if args.vs else ["llguidance"]
+    result = batch_bench.run_batch_bench(
+        args.data or DEFAULT_DATA, args.tokenizer or DEFAULT_TOKENIZER,
+        levels=[_positive_int(b) for b in args.batch.split(",")], steps=args.steps,
+        pool=args.pool, seed=args.seed, peers=peers, threads=args.threads)
+    _write_json(args.json, result)
+    fails = batch_bench.failed_targets(result) if args.check else []
+    for line in fails:
+        print(f"automask: check failed: {line}", file=sys.stderr)
+    return EXIT_CHECK_FAILED if fails else 0
 
 
 def _cmd_bench_serve(args: argparse.Namespace) -> int:

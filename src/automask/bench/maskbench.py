@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,10 @@ from automask.bench.peers import Engine, GrammarSpec, PeerError
 from automask.bench.stats import printer, text_table
 from automask.errors import AutomaskError, EmptyLanguage, LimitExceeded, NoLegalContinuation
 
+#: the dev data and a tokenizer from ../shared next to the repository (benches' defaults)
+SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+DEFAULT_DATA = str(SHARED_DATA / "maskbench-dev.jsonl.gz")
+DEFAULT_TOKENIZER = str(SHARED_DATA / "tokenizers" / "llama-3.1" / "tokenizer.json")
 OUTCOMES = ("pass", "compile", "validation", "invalidation", "timeout", "crash")
 MAX_FAILURES_PER_SCHEMA = 3  # failing instances kept per schema in the details
 MAX_INSTANCE_CHARS = 2000  # longer failing instances are cut in the details

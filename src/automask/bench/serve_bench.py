@@ -75,17 +75,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
 from automask.bench.generate_bench import PROMPT_TEMPLATE
+from automask.bench.maskbench import DEFAULT_DATA
 from automask.bench.stats import printer, summarize, text_table
 from automask.errors import AutomaskError
 
-DEFAULT_DATA = str(Path(__file__).resolve().parents[3].parent / "shared" / "data"
-                   / "maskbench-dev.jsonl.gz")
 CONSTRAINED = "constrained"
 UNCONSTRAINED = "unconstrained"
 MODES = (CONSTRAINED, UNCONSTRAINED)
