@@ -132,7 +132,7 @@ def error_message(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-class _LRU:
+class LRUCache:
     """A small thread-safe LRU by count (values may be exceptions: errors are cached too)."""
 
     def __init__(self, capacity: int):
@@ -173,7 +173,7 @@ class ConstraintError(ValueError):
 
 #: grammars by spec key, shared by every processor and backend of the process (a grammar
 #: does not depend on the vocabulary): validate_params builds it, the engine reuses it
-_grammars = _LRU(256)
+_grammars = LRUCache(256)
 
 
 def _build(spec: ConstraintSpec) -> Grammar:
@@ -210,7 +210,7 @@ class CompiledCache:
 
     def __init__(self, vocab_for, capacity: int = 64):
         self.vocab_for = vocab_for
-        self._compiled = _LRU(capacity)
+        self._compiled = LRUCache(capacity)
 
     def __len__(self) -> int:
         return len(self._compiled)
