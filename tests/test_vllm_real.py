@@ -17,6 +17,7 @@ The processor arrives through the ``vllm.logits_processors`` entry point
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -33,7 +34,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-# In-process engine (one process, the model loaded once) and steady on a small CPU machine.
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vLLM is not installed here; the vLLM tests run in their own environment: "
+                ".ci/vllm", allow_module_level=True)
+
+# In-process engine (one process, the model loaded once) and steady on a small CPU machine;
+# set only where vLLM is installed (the main suite's torch keeps its threads).
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
