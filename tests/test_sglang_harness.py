@@ -686,28 +686,44 @@ def test_invalid_constraints_return_the_invalid_object(backend):
                     "not allowed"
 
 
+def _walk(grammar, tokenizer, text):
+    """Teacher-force ``text``: each token must be in the mask SGLang would apply."""
+    mask = grammar.allocate_vocab_mask(vocab_size=QWEN_VOCAB, batch_size=1, device="cpu")
+    for token in tokenizer.encode(text, add_special_tokens=False):
+        grammar.fill_vocab_mask(mask, 0)
+        if not mask[0, token // 32] >> (token % 32) & 1:
+            return False
+        grammar.accept_token(token)
+    return True
+
+
 def test_legacy_structural_tag_for_tool_calls(backend, qwen):
+    """What SGLang's get_legacy_structural_tag builds for tools (function_call_parser.py
+    lines 260-309): at_least_one (tool_choice required) is calls only, no free text."""
     schema = {"type": "object", "properties": {"city": {"type": "string"}},
               "required": ["city"]}
-    tag = {"type": "structural_tag", "at_least_one": True, "triggers": ["<tool_call>"],
-           "structures": [{"begin": '<tool_call>\n{"name": "get_weather", "arguments": ',
-                           "schema": schema, "end": "}\n</tool_call>"}]}
-    grammar, abort = resolve(backend, ("structural_tag", json.dumps(tag)))
-    assert abort is None
-    text = ('Let me check. <tool_call>\n{"name": "get_weather", "arguments": '
-            '{"city": "Oslo"}}\n</tool_call>')
-    mask = grammar.allocate_vocab_mask(vocab_size=QWEN_VOCAB, batch_size=1, device="cpu")
-    for token in qwen.encode(text, add_special_tokens=False):
-        grammar.fill_vocab_mask(mask, 0)
-        assert mask[0, token // 32] >> (token % 32) & 1, qwen.decode([token])
-        grammar.accept_token(token)
-    _, abort = accept_grammar_tokens(grammar, [151_645])
-    assert abort is None and grammar.is_terminated()
-    # at_least_one: EOS before any call is refused
-    fresh, _ = resolve(backend, ("structural_tag", json.dumps(tag)))
-    fresh.accept_token(qwen.encode("Hi", add_special_tokens=False)[0])
-    _, abort = accept_grammar_tokens(fresh, [151_645])
-    assert abort is not None
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+
+    def tag(at_least_one):
+        return ("structural_tag", json.dumps({
+            "type": "structural_tag", "at_least_one": at_least_one, "triggers": ["<tool_call>"],
+            "structures": [{"begin": '<tool_call>\n{"name": "get_weather", "arguments": ',
+                            "schema": schema, "end": "}\n</tool_call>"}]}))
+
+    auto, _ = resolve(backend, tag(False))  # free text, then a call, then free text
+    assert _walk(auto, qwen, "Let me check. " + call + " Done.")
+    assert accept_grammar_tokens(auto, [151_645]) == ([151_645], None)
+    auto, _ = resolve(backend, tag(False))
+    assert _walk(auto, qwen, "No call needed.")
+    assert accept_grammar_tokens(auto, [151_645])[1] is None and auto.is_terminated()
+
+    required, _ = resolve(backend, tag(True))
+    assert _walk(required, qwen, call)
+    assert accept_grammar_tokens(required, [151_645])[1] is None and required.is_terminated()
+    required, _ = resolve(backend, tag(True))
+    assert not _walk(required, qwen, "Let me check. " + call)  # no free text
+    required, _ = resolve(backend, tag(True))
+    assert accept_grammar_tokens(required, [151_645])[1] is not None  # no call: no EOS
 
 
 def test_second_tokenizer_family(fake_sglang, llama2):

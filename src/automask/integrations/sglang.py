@@ -31,7 +31,8 @@ What the backend does, as SGLang expects of a backend:
   ``dispatch_regex``, ``dispatch_ebnf`` (GBNF, llama.cpp's dialect, which is
   the EBNF SGLang's default xgrammar backend reads; ``root`` is the start
   rule) and ``dispatch_structural_tag`` (the legacy form, ``structures`` +
-  ``triggers`` + ``at_least_one``, as ``Grammar.from_tags``) compile on
+  ``triggers`` + ``at_least_one``, as ``Grammar.from_tags``; ``at_least_one``
+  is one or more calls and no free text) compile on
   SGLang's compile threads and return an :class:`AutomaskGrammar`; on failure
   they return SGLang's ``InvalidGrammarObject(error_message)`` with automask's
   message, which SGLang reports as ``Failed to compile <type> grammar: ...``.
@@ -490,8 +491,11 @@ class AutomaskGrammarBackend(BaseGrammarBackend):
                     {} if s.get("schema") is None else s["schema"], **self.json_options),
                     s["end"])
                 for s in tag["structures"]]
-        return Grammar.from_tags(tags, triggers=triggers,
-                                 min_segments=1 if tag.get("at_least_one") else 0)
+        # at_least_one is tool_choice required/named: "forces at least one tool call (no free
+        # text allowed)" (function_call_parser.py lines 269-270), automask's free_text=False
+        required = bool(tag.get("at_least_one"))
+        return Grammar.from_tags(tags, triggers=triggers, free_text=not required,
+                                 min_segments=1 if required else 0)
 
     def _compile(self, key_type: str, key_string: str, what: str,
                  build: Callable[[], Grammar]) -> BaseGrammarObject:
