@@ -378,8 +378,8 @@ def test_server_with_vllm_xargs(server):
         model="smollm", messages=chat("Describe a person as JSON."), max_tokens=MAX_TOKENS,
         temperature=0, extra_body={"vllm_xargs": {"automask_json_schema": json.dumps(SCHEMA)}})
     text = r.choices[0].message.content
+    assert r.choices[0].finish_reason == "stop" and text, r  # empty: the engine ended it
     jsonschema.validate(json.loads(text), SCHEMA)
-    assert r.choices[0].finish_reason == "stop"
     r = client.completions.create(model="smollm", prompt="My favourite colour is",
                                   max_tokens=8, temperature=0,
                                   extra_body={"vllm_xargs": {"automask_choice": '["red", "blue"]'}})
