@@ -64,6 +64,9 @@ _SCALARS = {
     12: "d",
 }
 _STRING, _ARRAY = 8, 9
+# Arrays of arrays: the format allows them, llama.cpp's metadata never nests, and reading
+# them recurses, so a few levels are plenty and 5,000 would overflow the stack.
+_MAX_ARRAY_DEPTH = 8
 
 
 class _Cursor:
@@ -84,12 +87,16 @@ class _Cursor:
             raise VocabularyError("GGUF string runs past the end of the file")
         return bytes(self.buf[start : self.pos]) if keep else b""
 
-    def value(self, vtype: int, keep: bool) -> Any:
+    def value(self, vtype: int, keep: bool, depth: int = 0) -> Any:
         if vtype in _SCALARS:
             return self.scalar(_SCALARS[vtype])
         if vtype == _STRING:
             return self.string(keep)
         if vtype == _ARRAY:
+            if depth >= _MAX_ARRAY_DEPTH:
+                raise VocabularyError(
+                    f"arrays nested more than {_MAX_ARRAY_DEPTH} deep (byte {self.pos})"
+                )
             etype, count = self.scalar("I"), self.scalar("Q")
             if etype in _SCALARS:
                 code = _SCALARS[etype]
@@ -102,9 +109,9 @@ class _Cursor:
                 self.pos += size
                 return out
             if keep:
-                return [self.value(etype, True) for _ in range(count)]
+                return [self.value(etype, True, depth + 1) for _ in range(count)]
             for _ in range(count):
-                self.value(etype, False)
+                self.value(etype, False, depth + 1)
             return None
         raise VocabularyError(f"unknown GGUF value type {vtype}")
 
@@ -135,10 +142,14 @@ def _parse_metadata(buf: memoryview, wanted: frozenset[str]) -> dict[str, Any]:
         n_kv = cur.scalar("Q")
         out: dict[str, Any] = {}
         for _ in range(n_kv):
+            start = cur.pos
             key = cur.string().decode("utf-8", errors="replace")
             vtype = cur.scalar("I")
             keep = key in wanted
-            value = cur.value(vtype, keep)
+            try:
+                value = cur.value(vtype, keep)
+            except VocabularyError as e:
+                raise VocabularyError(f"key {key!r} at byte {start}: {e}") from None
             if keep:
                 out[key] = value
             if len(out) == len(wanted):
@@ -184,6 +195,9 @@ def load_gguf(
     texts = meta.get("tokenizer.ggml.tokens")
     if not isinstance(texts, list) or not texts or not isinstance(texts[0], bytes):
         raise VocabularyError(f"{path} has no token list (tokenizer.ggml.tokens)")
+    odd = next((i for i, t in enumerate(texts) if not isinstance(t, bytes)), None)
+    if odd is not None:
+        raise VocabularyError(f"{path}: tokenizer.ggml.tokens[{odd}] is not a string")
     types = meta.get("tokenizer.ggml.token_type")
     if types is None:  # no types stored: treat <0xNN> as bytes, everything else as normal
         types = [BYTE if t.startswith(b"<0x") else NORMAL for t in texts]

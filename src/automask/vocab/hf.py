@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from automask.errors import VocabularyError
-from automask.vocab.vocabulary import Encoder, Vocabulary, finish
+from automask.vocab.vocabulary import Encoder, Vocabulary, check_id_space, finish
 
 SPIECE_SPACE = "\u2581"  # SentencePiece's visible space, "▁"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -145,14 +145,24 @@ def _step_strip(content: str, start: int, stop: int) -> Step:
     return step
 
 
-def _flatten(component: dict | None, key: str) -> list[dict]:
-    """A component and its ``Sequence`` children, in order."""
+_MAX_SEQUENCE_DEPTH = 32  # Sequence components inside Sequences; real files nest one or two
+
+
+def _flatten(component: Any, key: str, where: str, depth: int = 0) -> list[dict]:
+    """A component and its ``Sequence`` children, in order (``where`` names it in errors)."""
     if not component:
         return []
+    if not isinstance(component, dict):
+        raise VocabularyError(f"{where} is not an object")
     if component.get("type") == "Sequence":
+        if depth >= _MAX_SEQUENCE_DEPTH:
+            raise VocabularyError(f"{where}: Sequence nested more than {_MAX_SEQUENCE_DEPTH} deep")
+        children = component.get(key) or []
+        if not isinstance(children, list):
+            raise VocabularyError(f"{where}.{key} is not a list")
         out: list[dict] = []
-        for child in component.get(key) or []:
-            out.extend(_flatten(child, key))
+        for i, child in enumerate(children):
+            out.extend(_flatten(child, key, f"{where}.{key}[{i}]", depth + 1))
         return out
     return [component]
 
@@ -181,7 +191,7 @@ def decoder_steps(data: dict) -> list[Step]:
     """
     steps: list[Step] = []
     kinds: set[str] = set()
-    for dec in _flatten(data.get("decoder"), "decoders"):
+    for dec in _flatten(data.get("decoder"), "decoders", "decoder"):
         kind = dec.get("type")
         if kind == "Fuse":
             break
@@ -207,8 +217,9 @@ def decoder_steps(data: dict) -> list[Step]:
         else:
             raise VocabularyError(f"unsupported tokenizer decoder type {kind!r}")
 
-    pre = {p.get("type"): p for p in _flatten(data.get("pre_tokenizer"), "pretokenizers")}
-    model = data.get("model") or {}
+    pre = {p.get("type"): p
+           for p in _flatten(data.get("pre_tokenizer"), "pretokenizers", "pre_tokenizer")}
+    model = _model(data)
     if "ByteLevel" not in kinds and "ByteLevel" in pre:
         steps.insert(0, _step_byte_level)
     if "ByteFallback" not in kinds and model.get("byte_fallback"):
@@ -217,7 +228,7 @@ def decoder_steps(data: dict) -> list[Step]:
         if "Metaspace" in pre:
             marker = pre["Metaspace"].get("replacement", SPIECE_SPACE)
             steps.append(_step_replace(marker, " ", False))
-        for norm in _flatten(data.get("normalizer"), "normalizers"):
+        for norm in _flatten(data.get("normalizer"), "normalizers", "normalizer"):
             if norm.get("type") == "Replace" and _pattern(norm.get("pattern")) == (" ", False):
                 steps.append(_step_replace(norm.get("content", ""), " ", False))
     return steps
@@ -243,8 +254,28 @@ def piece_decoder(steps: list[Step]) -> Callable[[str], bytes]:
 # --------------------------------------------------------------------------- tokenizer.json
 
 
-def _model_pieces(model: dict) -> Iterable[tuple[str, int]]:
-    """(piece, id) pairs of the model's own vocabulary."""
+def _model(data: dict) -> dict:
+    model = data.get("model") or {}
+    if not isinstance(model, dict):
+        raise VocabularyError("'model' is not an object")
+    return model
+
+
+def _token_id(value: Any, where: str) -> int:
+    """A token id from the file: a JSON integer >= 0 (not a string, float or boolean)."""
+    if type(value) is not int:
+        raise VocabularyError(f"{where}: token id {value!r} is not an integer")
+    if value < 0:
+        raise VocabularyError(f"{where}: negative token id {value}")
+    return value
+
+
+def _model_pieces(model: dict) -> list[tuple[str, int, str]]:
+    """(piece, id, where) of the model's own vocabulary; ``where`` locates the entry.
+
+    Ids are checked here: integers, non-negative, and each held by one piece (two
+    pieces on one id would leave one of them without a logit).
+    """
     kind = model.get("type")
     vocab = model.get("vocab")
     if kind is None:
@@ -255,15 +286,58 @@ def _model_pieces(model: dict) -> Iterable[tuple[str, int]]:
         elif "continuing_subword_prefix" in model or "max_input_chars_per_word" in model:
             kind = "WordPiece"
     if kind in ("BPE", "WordLevel") and isinstance(vocab, dict):
-        return vocab.items()
+        out: list[tuple[str, int, str]] = []
+        owner: dict[int, str] = {}
+        for piece, value in vocab.items():
+            where = f"model.vocab[{piece!r}]"
+            i = _token_id(value, where)
+            if i in owner:
+                raise VocabularyError(
+                    f"{where}: id {i} is also the id of {owner[i]!r} (each id needs one token)"
+                )
+            owner[i] = piece
+            out.append((piece, i, where))
+        return out
     if kind == "Unigram" and isinstance(vocab, list):
-        return ((entry[0], i) for i, entry in enumerate(vocab))
+        out = []
+        for i, entry in enumerate(vocab):
+            if not (isinstance(entry, (list, tuple)) and entry and isinstance(entry[0], str)):
+                raise VocabularyError(f"model.vocab[{i}] is not a [piece, score] pair")
+            out.append((entry[0], i, f"model.vocab[{i}]"))
+        return out
     if kind == "WordPiece":
         raise VocabularyError(
             "WordPiece tokenizers are not supported: '##' continuations and the spaces "
             "the decoder inserts between words make a token's bytes depend on context"
         )
     raise VocabularyError(f"unsupported tokenizer model type {kind!r}")
+
+
+def _added_tokens(data: dict) -> list[tuple[str, int, bool, str]]:
+    """(content, id, special, where) of ``added_tokens``, checked like the model's ids.
+
+    An added token may take the id of a model piece (that is how files mark a piece
+    special); two added tokens with different texts on one id are an error.
+    """
+    added = data.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise VocabularyError("'added_tokens' is not a list")
+    out: list[tuple[str, int, bool, str]] = []
+    owner: dict[int, str] = {}
+    for k, tok in enumerate(added):
+        where = f"added_tokens[{k}]"
+        if not isinstance(tok, dict):
+            raise VocabularyError(f"{where} is not an object")
+        content = tok.get("content")
+        if not isinstance(content, str):
+            raise VocabularyError(f"{where}: 'content' {content!r} is not a string")
+        where = f"{where} ({content!r})"
+        i = _token_id(tok.get("id"), where)
+        if owner.get(i, content) != content:
+            raise VocabularyError(f"{where}: id {i} is also the id of added token {owner[i]!r}")
+        owner[i] = content
+        out.append((content, i, bool(tok.get("special")), where))
+    return out
 
 
 def tokens_from_tokenizer_json(
@@ -274,27 +348,32 @@ def tokens_from_tokenizer_json(
     Special added tokens keep their literal text. Non-special added tokens go
     through the decoder like model pieces: that turns gemma-3's ``▁▁`` added
     tokens into real spaces, as its decoder does, and leaves text like
-    ``<think>`` or ``\\n\\n`` unchanged.
+    ``<think>`` or ``\\n\\n`` unchanged. Ids must be integers, one token each, and
+    the largest must fit the number of tokens
+    (:func:`~automask.vocab.vocabulary.check_id_space`): holes are padded.
     """
-    model = data.get("model") or {}
+    model = _model(data)
     decode = piece_decoder(decoder_steps(data))
-    pieces = list(_model_pieces(model))
-    added = data.get("added_tokens") or []
-    top = max((i for _, i in pieces), default=-1)
-    top = max([top, *(int(tok["id"]) for tok in added)])
-    lowest = min([0, *(i for _, i in pieces), *(int(tok["id"]) for tok in added)])
-    if lowest < 0:
-        raise VocabularyError(f"tokenizer.json has a negative token id ({lowest})")
+    pieces = _model_pieces(model)
+    added = _added_tokens(data)
+    top, top_where = -1, ""
+    for _, i, where in pieces:
+        if i > top:
+            top, top_where = i, where
+    for _, i, _, where in added:
+        if i > top:
+            top, top_where = i, where
+    count = len({i for _, i, _ in pieces} | {i for _, i, _, _ in added})
+    check_id_space(top, count, top_where)
     tokens: list[bytes] = [b""] * (top + 1)
-    for piece, i in pieces:
+    for piece, i, _ in pieces:
         tokens[i] = decode(piece)
     special_ids: set[int] = set()
     special_names: dict[str, int] = {}
     added_names: dict[str, int] = {}
-    for tok in added:
-        i, content = int(tok["id"]), tok["content"]
+    for content, i, special, _ in added:
         added_names[content] = i
-        if tok.get("special"):
+        if special:
             tokens[i] = content.encode("utf-8")
             special_ids.add(i)
             special_names[content] = i
@@ -311,7 +390,7 @@ def _read_json(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a config we cannot read names no EOS
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -345,22 +424,29 @@ def encoding_overrides(data: dict) -> tuple[Any, Any]:
     gets no invented leading space.
     """
 
-    def fix_normalizer(n: Any) -> Any:
+    def fix_normalizer(n: Any, depth: int = 0) -> Any:
         if not isinstance(n, dict):
             return n
         if n.get("type") == "Prepend":
             return None
         if n.get("type") == "Sequence":
-            kids = [fix_normalizer(c) for c in n.get("normalizers") or []]
+            if depth >= _MAX_SEQUENCE_DEPTH:
+                raise VocabularyError(
+                    f"normalizer: Sequence nested more than {_MAX_SEQUENCE_DEPTH} deep")
+            kids = [fix_normalizer(c, depth + 1) for c in n.get("normalizers") or []]
             return {**n, "normalizers": [k for k in kids if k is not None]}
         return n
 
-    def fix_pre(p: Any) -> Any:
+    def fix_pre(p: Any, depth: int = 0) -> Any:
         if not isinstance(p, dict):
             return p
         kind = p.get("type")
         if kind == "Sequence":
-            return {**p, "pretokenizers": [fix_pre(c) for c in p.get("pretokenizers") or []]}
+            if depth >= _MAX_SEQUENCE_DEPTH:
+                raise VocabularyError(
+                    f"pre_tokenizer: Sequence nested more than {_MAX_SEQUENCE_DEPTH} deep")
+            kids = [fix_pre(c, depth + 1) for c in p.get("pretokenizers") or []]
+            return {**p, "pretokenizers": kids}
         if kind == "Metaspace":
             q = {**p, "prepend_scheme": "never"}
             if "add_prefix_space" in q:
@@ -474,9 +560,16 @@ def load_tokenizer_json(
     """
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
+            text = f.read()
+        data = json.loads(text)
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError included
         raise VocabularyError(f"cannot read tokenizer.json {path}: {e}") from e
+    except RecursionError:
+        depth, line, col = json_nesting(text)
+        raise VocabularyError(
+            f"{path}: JSON nested {depth:,} levels deep (deepest at line {line}, column {col}); "
+            "too deep to read"
+        ) from None
     if not isinstance(data, dict) or "model" not in data:
         raise VocabularyError(f"{path} is not a Hugging Face tokenizer.json (no 'model')")
 
@@ -486,15 +579,44 @@ def load_tokenizer_json(
         return Tokenizer.from_file(path)
 
     folder = os.path.dirname(os.path.abspath(path))
-    return vocabulary_from_json(
-        data,
-        folder=folder,
-        load_encoder=load,
-        special_tokens=special_tokens,
-        eos_token_ids=eos_token_ids,
-        vocab_size=vocab_size,
-        name=os.path.basename(folder) or os.path.basename(path),
-    )
+    try:
+        return vocabulary_from_json(
+            data,
+            folder=folder,
+            load_encoder=load,
+            special_tokens=special_tokens,
+            eos_token_ids=eos_token_ids,
+            vocab_size=vocab_size,
+            name=os.path.basename(folder) or os.path.basename(path),
+        )
+    except VocabularyError as e:
+        raise VocabularyError(f"{path}: {e}") from e
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as e:
+        # a field of an unexpected shape somewhere the checks above do not reach
+        raise VocabularyError(
+            f"{path}: malformed tokenizer.json ({type(e).__name__}: {e})"
+        ) from e
+
+
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+
+
+def json_nesting(text: str) -> tuple[int, int, int]:
+    """(depth, line, column) of the deepest point of JSON text, strings skipped.
+
+    Python's JSON reader recurses once per array or object, so text nested about
+    1,000 deep raises ``RecursionError``; this says how deep it went, and where.
+    """
+    depth = deepest = at = 0
+    for m in _JSON_NESTING.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, m.start()
+        elif c in "]}":
+            depth -= 1
+    return deepest, text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
 
 
 # --------------------------------------------------------------------------- transformers

@@ -16,18 +16,24 @@ from collections.abc import Iterable
 from typing import Any
 
 from automask.errors import VocabularyError
-from automask.vocab.vocabulary import Vocabulary, finish
+from automask.vocab.vocabulary import Vocabulary, check_id_space, finish
 
 
 def read_ranks(path: str) -> dict[bytes, int]:
-    """token bytes -> rank; every malformed line is an error, not a skipped line."""
+    """token bytes -> rank; every malformed line is an error, not a skipped line.
+
+    A rank is ASCII digits. The largest rank must fit the tokens the file holds
+    (:func:`~automask.vocab.vocabulary.check_id_space`), since the loader pads
+    every missing rank: the error names the line that holds it.
+    """
     ranks: dict[bytes, int] = {}
-    seen: set[int] = set()
+    seen: dict[int, int] = {}  # rank -> line
     try:
         with open(path, "rb") as f:
             lines = f.read().splitlines()
     except OSError as e:
         raise VocabularyError(f"cannot read tiktoken file {path}: {e}") from e
+    top, top_line = -1, 0
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -36,17 +42,25 @@ def read_ranks(path: str) -> dict[bytes, int]:
             if len(parts) != 2:
                 raise ValueError("expected two fields")
             token = base64.b64decode(parts[0], validate=True)
+            if not parts[1].isdigit():  # bytes.isdigit: ASCII digits only, no sign, no '_'
+                raise ValueError(f"rank {parts[1][:40].decode('ascii', 'replace')!r} is not "
+                                 "a non-negative integer")
             rank = int(parts[1])
         except (ValueError, binascii.Error) as e:
             raise VocabularyError(
                 f"{path}:{lineno}: not a tiktoken 'base64 rank' line ({e})"
             ) from e
-        if rank < 0 or rank in seen or token in ranks:
-            raise VocabularyError(f"{path}:{lineno}: rank {rank} or its token is repeated/invalid")
-        seen.add(rank)
+        if rank in seen:
+            raise VocabularyError(f"{path}:{lineno}: rank {rank} is repeated (line {seen[rank]})")
+        if token in ranks:
+            raise VocabularyError(f"{path}:{lineno}: token {token!r} is repeated")
+        seen[rank] = lineno
         ranks[token] = rank
+        if rank > top:
+            top, top_line = rank, lineno
     if not ranks:
         raise VocabularyError(f"{path} holds no tokens")
+    check_id_space(top, len(ranks), f"{path}:{top_line}")
     return ranks
 
 

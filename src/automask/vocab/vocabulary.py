@@ -31,6 +31,33 @@ KNOWN_EOS_NAMES = (
 )
 
 
+# How wide an id space a tokenizer file may declare. Loaders pad the holes between ids with
+# b"", so the largest id, not the file's size, decides what loading costs: a 3 KB tiktoken
+# file whose last rank is 500,000,000 would take 5.9 GB. Real vocabularies have at most a
+# few hundred thousand ids (Gemma-3: 262,144) and few holes (GPT-4o: 19 in 200,019), so a
+# file's largest id must stay below 4 x its number of distinct tokens + 2^20 (holes cost at
+# most ~8 MB plus a small multiple of the file itself) and below 2^24 (16,777,216 ids, 64x
+# the largest real vocabulary), which also bounds ``vocab_size`` and callers' special ids.
+MAX_TOKEN_IDS = 1 << 24
+HOLE_ALLOWANCE = 1 << 20
+
+
+def id_space_limit(count: int) -> int:
+    """The first id a file with ``count`` distinct token ids may not use (see ``MAX_TOKEN_IDS``)."""
+    return min(MAX_TOKEN_IDS, 4 * count + HOLE_ALLOWANCE)
+
+
+def check_id_space(top: int, count: int, where: str) -> None:
+    """Raise :class:`VocabularyError` at ``where`` when id ``top`` is too large for ``count``."""
+    limit = id_space_limit(count)
+    if top >= limit:
+        raise VocabularyError(
+            f"{where}: token id {top:,} is too large for a vocabulary of {count:,} tokens "
+            f"(ids must stay below {limit:,}: 4 x the tokens + 2^20, and at most 2^24; "
+            "the loader would pad every missing id)"
+        )
+
+
 def guess_eos_ids(named_ids: dict[str, int]) -> list[int]:
     """EOS ids by well-known name, for files that do not say which token ends output."""
     return [named_ids[name] for name in KNOWN_EOS_NAMES if name in named_ids]
@@ -61,6 +88,11 @@ class Vocabulary:
         if size is None:
             size = n
         size = operator.index(size)
+        if size > MAX_TOKEN_IDS:
+            raise VocabularyError(
+                f"vocab_size {size:,} is above the {MAX_TOKEN_IDS:,} ids (2^24) a vocabulary "
+                "may have"
+            )
         if size < n:
             raise VocabularyError(
                 f"vocab_size {size} is smaller than the tokenizer's {n} token ids"
@@ -214,6 +246,11 @@ def finish(
         tid = operator.index(tid)
         if tid < 0:
             raise VocabularyError(f"special token {text!r} has negative id {tid}")
+        if tid >= MAX_TOKEN_IDS:
+            raise VocabularyError(
+                f"special token {text!r} has id {tid:,}, above the {MAX_TOKEN_IDS:,} ids (2^24) "
+                "a vocabulary may have"
+            )
         if tid >= len(tokens):
             tokens.extend([b""] * (tid + 1 - len(tokens)))
         if not tokens[tid]:
