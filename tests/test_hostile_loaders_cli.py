@@ -15,16 +15,19 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from automask import Vocabulary
-from automask.errors import VocabularyError
+from automask.cli import OutputPathError, _write_json, check_output_path, main
+from automask.errors import AutomaskError, VocabularyError
 from automask.vocab.vocabulary import MAX_TOKEN_IDS, id_space_limit
 
 CAP_BYTES = 1_500_000_000  # address space of the subprocesses: the old loaders hit it at once
@@ -43,6 +46,13 @@ LOAD_CAPPED = textwrap.dedent("""
             out = {"error": type(e).__name__, "message": str(e)}
         out["cpu"] = time.process_time() - t
         print(json.dumps(out), flush=True)
+""") % (CAP_BYTES, CAP_BYTES)
+
+CLI_CAPPED = textwrap.dedent("""
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (%d, %d))
+    from automask.cli import main
+    sys.exit(main(sys.argv[1:]))
 """) % (CAP_BYTES, CAP_BYTES)
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -248,3 +258,203 @@ def test_tiktoken_ranks_are_plain_integers(tmp_path):
     path.write_text("YQ== 0\nYg== 0\n")
     with pytest.raises(VocabularyError, match=r"r\.tiktoken:2: rank 0 is repeated \(line 1\)"):
         Vocabulary.from_file(path)
+
+
+# ----------------------------------------------------------------------------- automask generate
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """A constraint that compiles would reach the model: make that a known typed error."""
+    from automask.generation import models
+
+    def load_model(*args, **kwargs):
+        raise AutomaskError("NO-MODEL-IN-TESTS")
+
+    monkeypatch.setattr(models, "load_model", load_model)
+
+
+def _generate(capsys, *argv) -> tuple[int, str]:
+    code = main(["generate", "hi", *map(str, argv)])
+    err = capsys.readouterr().err
+    return code, err
+
+
+def _one_line(err: str) -> str:
+    assert err.startswith("automask: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+def test_generate_schema_not_utf8(tmp_path, capsys, no_model):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"type": "string", "description": "caf\xe9"}')
+    code, err = _generate(capsys, "--schema", path)
+    assert code == 2
+    assert "latin1.json: not UTF-8 text (byte 0xe9 at offset 38" in _one_line(err)
+
+
+def test_generate_schema_5000_deep(tmp_path, capsys, no_model):
+    path = tmp_path / "deep.json"
+    path.write_text('{"type": "array", "items": ' * 5000 + "{}" + "}" * 5000)
+    code, err = _generate(capsys, "--schema", path)
+    assert code == 2 and "NO-MODEL" not in _one_line(err)
+    assert "deep" in err
+
+
+def test_generate_schema_lone_surrogate(tmp_path, capsys, no_model):
+    path = tmp_path / "surrogate.json"
+    path.write_text('{"properties": {"k": {"const": "a\\ud800b"}}}')
+    code, err = _generate(capsys, "--schema", path)
+    assert code == 2 and "NO-MODEL" not in _one_line(err)
+    assert "surrogate" in err and "/properties/k/const" in err
+
+
+def test_generate_gbnf_2000_nested_parentheses(tmp_path, capsys, no_model):
+    path = tmp_path / "parens.gbnf"
+    path.write_text("root ::= " + "(" * 2000 + '"a"' + ")" * 2000 + "\n")
+    code, err = _generate(capsys, "--grammar", path)
+    assert code == 2 and "NO-MODEL" not in _one_line(err)
+    assert "parens.gbnf" in err or "deep" in err
+
+
+def test_generate_min_items_1e10_in_a_capped_process(tmp_path):
+    """Before: a MemoryError traceback and exit 1. Now one line, exit 2: a typed error, or
+    (were 10^10 items compiled without copies) the missing model named in one line."""
+    path = tmp_path / "many.json"
+    path.write_text('{"type": "array", "minItems": 1e10}')
+    proc = _capped(CLI_CAPPED, "generate", "hi", "--schema", str(path),
+                   "--model", str(tmp_path / "no-model.gguf"))
+    assert proc.returncode == 2, proc.stderr
+    _one_line(proc.stderr)
+
+
+# The library may catch these itself (typed, with a location); where it does not, the CLI must.
+@pytest.mark.parametrize(("error", "expect"), [
+    (RecursionError("maximum recursion depth exceeded"),
+     r"s\.json: JSON arrays and objects nested 5 deep \(deepest at line 1, column 35\)"),
+    (MemoryError(), r"s\.json: compiling it ran out of memory"),
+    (UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"),
+     r"s\.json: lone surrogate U\+DC00 at /properties/a~1b/items/0/const "),
+])
+def test_generate_turns_untyped_schema_failures_into_one_line(
+        tmp_path, capsys, monkeypatch, no_model, error, expect):
+    from automask import Grammar
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(Grammar, "from_json_schema", fail)
+    path = tmp_path / "s.json"
+    path.write_text('{"properties": {"a/b": {"items": [{"const": "x\\udc00"}]}}}')
+    code, err = _generate(capsys, "--schema", path)
+    assert code == 2
+    assert re.search(expect, _one_line(err)), err
+
+
+def test_generate_turns_untyped_grammar_failures_into_one_line(
+        tmp_path, capsys, monkeypatch, no_model):
+    from automask import Grammar
+
+    def fail(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(Grammar, "from_gbnf", fail)
+    monkeypatch.setattr(Grammar, "from_lark", fail)
+    monkeypatch.setattr(Grammar, "from_regex", fail)
+    gbnf = tmp_path / "g.gbnf"
+    gbnf.write_text('root ::= ("(" [(] ((x)))  # ((((\nx ::= "a"\n')
+    code, err = _generate(capsys, "--grammar", gbnf)
+    assert code == 2 and "g.gbnf: groups nested 3 deep (deepest at line 1, column 20)" in err
+    lark = tmp_path / "g.lark"
+    lark.write_text('start: ["(" /[(]/ (x)]  // ((((\nx: "a"\n')
+    code, err = _generate(capsys, "--grammar", lark)
+    assert code == 2 and "g.lark: groups nested 2 deep (deepest at line 1, column 19)" in err
+    code, err = _generate(capsys, "--regex", "a")
+    assert code == 2 and "--regex: nested too deeply" in _one_line(err)
+
+
+@pytest.mark.parametrize("error", [RecursionError(), MemoryError(),
+                                   UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad")])
+def test_main_turns_untyped_input_failures_into_one_line(capsys, monkeypatch, error):
+    from automask.generation import command
+
+    def fail(args):
+        raise error
+
+    monkeypatch.setattr(command, "run", fail)
+    code, err = _generate(capsys, "--regex", "a")
+    assert code == 2
+    _one_line(err)
+
+
+def test_generate_with_a_good_schema_still_reaches_the_model(tmp_path, capsys, no_model):
+    path = tmp_path / "ok.json"
+    path.write_text('{"type": "string", "description": "café"}', encoding="utf-8")
+    code, err = _generate(capsys, "--schema", path)
+    assert code == 2 and "NO-MODEL-IN-TESTS" in _one_line(err)
+
+
+# ----------------------------------------------------------------------------- --json OUT
+
+
+BENCH_COMMANDS = {
+    "grammar": ["--regex", "a", "--tokenizer", "t.json", "--instances", "i.txt"],
+    "compile": ["--tokenizer", "t.json", "--regex", "a"],
+    "maskbench": ["--data", "d.jsonl", "--tokenizer", "t.json"],
+    "jsts": ["--suite", "suite", "--tokenizer", "t.json"],
+    "generate": ["--data", "d.jsonl"],
+    "batch": [],
+    "serve": [],
+}
+
+
+@pytest.mark.parametrize("bench", sorted(BENCH_COMMANDS))
+def test_every_bench_checks_its_output_before_the_work(bench, capsys, monkeypatch):
+    """Before: the whole bench ran, then writing the results failed."""
+    import automask.cli as cli
+
+    ran = []
+    monkeypatch.setattr(cli, f"_cmd_bench_{bench}", lambda args: ran.append(bench) or 0)
+    t0 = time.perf_counter()
+    code = main(["bench", bench, *BENCH_COMMANDS[bench], "--json", "/nonexistent/dir/out.json"])
+    err = capsys.readouterr().err
+    assert code == 2 and not ran and time.perf_counter() - t0 < 5
+    assert "--json /nonexistent/dir/out.json: directory /nonexistent/dir does not exist" \
+        in _one_line(err)
+
+
+def test_maskbench_with_a_missing_output_folder_returns_at_once(capsys):
+    t0 = time.perf_counter()
+    code = main(["bench", "maskbench", "--data", "../shared/data/maskbench-dev.jsonl.gz",
+                 "--tokenizer", "../shared/data/tokenizers/llama-3.1",
+                 "--json", "/nonexistent/dir/out.json"])
+    assert code == 2 and time.perf_counter() - t0 < 2
+    _one_line(capsys.readouterr().err)
+
+
+def test_output_path_checks(tmp_path):
+    check_output_path(str(tmp_path / "new.json"))
+    (tmp_path / "old.json").write_text("{}")
+    check_output_path(str(tmp_path / "old.json"))
+    with pytest.raises(OutputPathError, match="is a directory"):
+        check_output_path(str(tmp_path))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputPathError, match="is not a directory"):
+        check_output_path(str(tmp_path / "file" / "out.json"))
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(OutputPathError, match="is not writable"):
+            check_output_path(str(locked / "out.json"))
+
+
+def test_results_survive_a_failed_write(tmp_path):
+    gone = tmp_path / "gone"
+    with pytest.raises(OutputPathError, match="the results are in ") as e:
+        _write_json(str(gone / "out.json"), {"n": 1})
+    spare = str(e.value).rsplit("the results are in ", 1)[1]
+    try:
+        assert json.loads(Path(spare).read_text()) == {"n": 1}
+    finally:
+        os.unlink(spare)

@@ -17,14 +17,21 @@ Later commands slot in the same way: ``automask generate`` as a sibling of
 :func:`_add_bench`.
 
 Errors automask raises on purpose (bad grammar, unreadable input, missing
-peer) print one line on stderr and exit with status 2, without a traceback.
+peer) print one line on stderr and exit with status 2, without a traceback;
+so do the ``RecursionError``, ``MemoryError`` and ``UnicodeError`` that
+hostile input (a schema nested thousands deep, a count of 10^10, bytes that
+are not UTF-8) can raise where no typed error catches it first. A bench's
+``--json OUT`` is checked before the bench starts, so a long run cannot end
+by failing to write its results.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 
 from automask import __version__
@@ -32,6 +39,10 @@ from automask.errors import AutomaskError
 
 EXIT_USAGE = 2  # bad input, as argparse does for bad arguments
 EXIT_CHECK_FAILED = 1  # the command ran, but a requested budget check failed
+
+
+class OutputPathError(AutomaskError):
+    """An output file the command could not write once its work is done."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -467,11 +478,54 @@ def _make_peers(names: Sequence[str]) -> list:
     return [make_peer(n) for n in dict.fromkeys(names)]
 
 
+def check_output_path(path: str, option: str = "--json") -> None:
+    """Raise :class:`OutputPathError` unless ``path`` can be written: checked before the work.
+
+    The folder must exist and be writable, and ``path`` must not be a folder or a
+    file we may not overwrite. Nothing is created here.
+    """
+    where = f"{option} {path}"
+    if not path:
+        raise OutputPathError(f"{option}: empty path")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise OutputPathError(f"{where}: is a directory")
+    if not os.path.isdir(folder):
+        what = "is not a directory" if os.path.exists(folder) else "does not exist"
+        raise OutputPathError(f"{where}: directory {folder} {what}")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise OutputPathError(f"{where}: file is not writable")
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{where}: directory {folder} is not writable")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output file option of the command (``--json OUT`` of the benches)."""
+    out = getattr(args, "json", None)
+    if isinstance(out, str):  # generate's --json is a flag (stdout), not a path
+        check_output_path(out)
+
+
 def _write_json(path: str | None, result: dict) -> None:
-    if path:
+    """Write ``result`` to ``path``; if that fails after all, to a temporary file instead.
+
+    The path was checked before the run (:func:`check_output_path`), but the disk
+    can fill or the folder vanish meanwhile: the results of a long run are then
+    kept elsewhere and the error says where.
+    """
+    if not path:
+        return
+    text = json.dumps(result, indent=1, ensure_ascii=False) + "\n"
+    try:
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1, ensure_ascii=False)
-            f.write("\n")
+            f.write(text)
+    except OSError as e:
+        fd, spare = tempfile.mkstemp(prefix="automask-bench-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        raise OutputPathError(f"cannot write --json {path} ({e.strerror or e}); "
+                              f"the results are in {spare}") from e
 
 
 def _cmd_bench_grammar(args: argparse.Namespace) -> int:
@@ -596,16 +650,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_outputs(args)
         return int(args.handler(args))
     except AutomaskError as e:
-        print(f"automask: error: {_one_line(str(e))}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(str(e))
     except OSError as e:
-        print(f"automask: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(str(e))
+    # Hostile input can still raise these where no typed error catches it first (the
+    # library's own checks turn most into GrammarError / LimitExceeded): one line, exit 2.
+    except RecursionError:
+        return _fail("the input is nested too deeply to process (RecursionError)")
+    except MemoryError:
+        return _fail("out of memory processing the input (MemoryError)")
+    except UnicodeError as e:
+        return _fail(f"the input is not valid Unicode text ({type(e).__name__}: {e})")
     except KeyboardInterrupt:
         print("automask: interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(message: str) -> int:
+    print(f"automask: error: {_one_line(message)}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _one_line(text: str) -> str:

@@ -4,6 +4,11 @@ Output goes to stdout (the generated text, or one JSON object with
 ``--json``); the finish reason, the schema check, timings and ``--trace``
 go to stderr, so ``automask generate ... > out.json`` keeps just the output.
 Progress lines appear only when stderr is a terminal.
+
+A constraint that cannot be compiled is a typed error (one line, exit 2), even
+where hostile input makes Python itself fail first: a file that is not UTF-8,
+a lone surrogate, nesting thousands deep, a count too large for memory (see
+:func:`build_grammar`).
 """
 
 from __future__ import annotations
@@ -11,12 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from automask.errors import GrammarError
+from automask.errors import AutomaskError, GrammarError, LimitExceeded
 from automask.grammar.ir import Grammar
 
 DEFAULT_REPETITION_PENALTY = 1.3  # measured: see README, Generation
@@ -60,18 +66,53 @@ def parse_whitespace(text: str) -> str | int:
 
 
 def build_grammar(args: argparse.Namespace) -> tuple[Grammar | None, Any]:
-    """(grammar or None for --unconstrained, the schema object when --schema was given)."""
+    """(grammar or None for --unconstrained, the schema object when --schema was given).
+
+    Every failure is an :class:`AutomaskError` naming the input: besides the
+    library's own errors, a file that is not UTF-8 (``GrammarError`` with the
+    byte offset), a lone surrogate (with its JSON pointer in a schema), input
+    nested too deeply for Python's stack (with the deepest point of a schema or
+    grammar file) and a compile that runs out of memory (``LimitExceeded``).
+    """
+    source, text = _source(args)
+    try:
+        return _build_grammar(args, text)
+    except AutomaskError:
+        raise
+    except UnicodeError as e:
+        raise GrammarError(f"{source}: {_unicode_problem(args, text, e)}") from None
+    except RecursionError:
+        raise GrammarError(f"{source}: {_nesting_problem(args, text)}") from None
+    except MemoryError:
+        raise LimitExceeded(f"{source}: compiling it ran out of memory (a count or size in "
+                            "it is too large to build)") from None
+
+
+def _source(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(how errors name the constraint, the text of its file when it is a file)."""
+    path = args.schema if args.schema is not None else args.grammar
+    if path is None:
+        return ("--regex" if args.regex is not None else "--choices"), None
+    data = Path(path).read_bytes()
+    try:
+        return path, data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GrammarError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                           f"{e.start} cannot be decoded)") from None
+
+
+def _build_grammar(args: argparse.Namespace, text: str | None) -> tuple[Grammar | None, Any]:
     schema = None
     grammar: Grammar | None = None
     if args.schema is not None:
-        text = Path(args.schema).read_text(encoding="utf-8")
+        assert text is not None
         grammar = Grammar.from_json_schema(text, whitespace=args.whitespace,
                                            strict=args.strict)
         schema = json.loads(text)
     elif args.regex is not None:
         grammar = Grammar.from_regex(args.regex)
     elif args.grammar is not None:
-        text = Path(args.grammar).read_text(encoding="utf-8")
+        assert text is not None
         if args.grammar.endswith(".lark"):
             grammar = Grammar.from_lark(text)
         else:
@@ -82,6 +123,82 @@ def build_grammar(args: argparse.Namespace) -> tuple[Grammar | None, Any]:
         raise GrammarError("give a constraint (--schema, --regex, --grammar or --choices), "
                            "or --unconstrained")
     return (None if args.unconstrained else grammar), schema
+
+
+def _unicode_problem(args: argparse.Namespace, text: str | None, error: UnicodeError) -> str:
+    """What is wrong with text that is not valid Unicode, and where when we can tell."""
+    if args.schema is not None and text is not None:
+        try:
+            where = _surrogate_pointer(json.loads(text))
+        except (ValueError, RecursionError):
+            where = None
+        if where is not None:
+            pointer, char = where
+            return (f"lone surrogate U+{ord(char):04X} at {pointer or '/'} (JSON text must "
+                    "be valid Unicode: a \\uD800-\\uDFFF escape needs its pair)")
+    return f"not valid Unicode text ({type(error).__name__}: {error})"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_pointer(value: Any) -> tuple[str, str] | None:
+    """(JSON pointer, character) of a lone surrogate in a key or string, if there is one."""
+    todo: list[tuple[str, Any]] = [("", value)]
+    while todo:
+        pointer, node = todo.pop()
+        items: Any = ()
+        if isinstance(node, str):
+            m = _SURROGATE.search(node)
+            if m:
+                return pointer, m.group()
+        elif isinstance(node, dict):
+            items = node.items()
+        elif isinstance(node, list):
+            items = enumerate(node)
+        for key, child in items:
+            key = str(key)
+            token = key.replace("~", "~0").replace("/", "~1")
+            m = _SURROGATE.search(key)
+            if m:
+                return f"{pointer}/{token}", m.group()
+            todo.append((f"{pointer}/{token}", child))
+    return None
+
+
+def _nesting_problem(args: argparse.Namespace, text: str | None) -> str:
+    """How deep the input nests, and where, for a RecursionError."""
+    if text is None:
+        return "nested too deeply to compile"
+    if args.schema is not None:
+        from automask.vocab.hf import json_nesting
+
+        depth, line, col = json_nesting(text)
+        what = "JSON arrays and objects"
+    else:
+        depth, line, col = _group_nesting(text, lark=args.grammar.endswith(".lark"))
+        what = "groups"
+    return (f"{what} nested {depth:,} deep (deepest at line {line}, column {col}): too deep "
+            "to compile")
+
+
+_GBNF_SKIP = re.compile(r'"(?:[^"\\\n]|\\.)*"|\[(?:[^\]\\\n]|\\.)*\]|#[^\n]*|[()]')
+_LARK_SKIP = re.compile(r'"(?:[^"\\\n]|\\.)*"i?|/(?:[^/\\\n]|\\.)+/[imslux]*|//[^\n]*|[()\[\]]')
+
+
+def _group_nesting(text: str, lark: bool) -> tuple[int, int, int]:
+    """(deepest nesting of ( ) groups, its line, its column), strings and comments skipped;
+    Lark's [ ] optional groups count, GBNF's [ ] character classes do not."""
+    depth = deepest = at = 0
+    for m in (_LARK_SKIP if lark else _GBNF_SKIP).finditer(text):
+        c = m.group()
+        if c in "([":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, m.start()
+        elif c in ")]":
+            depth -= 1
+    return deepest, text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
 
 
 def check_schema(schema: Any, result) -> tuple[bool | None, str]:
