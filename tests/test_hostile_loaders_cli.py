@@ -13,6 +13,7 @@ long benches print progress lines when stderr is not a terminal.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import re
@@ -26,6 +27,8 @@ from pathlib import Path
 import pytest
 
 from automask import Vocabulary
+from automask.bench import grammar_bench
+from automask.bench.grammar_bench import Progress, progress_log_interval
 from automask.cli import OutputPathError, _write_json, check_output_path, main
 from automask.errors import AutomaskError, VocabularyError
 from automask.vocab.vocabulary import MAX_TOKEN_IDS, id_space_limit
@@ -458,3 +461,59 @@ def test_results_survive_a_failed_write(tmp_path):
         assert json.loads(Path(spare).read_text()) == {"n": 1}
     finally:
         os.unlink(spare)
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_lines_when_not_a_terminal():
+    log = io.StringIO()
+    bar = Progress("bench x", 4, log, interval=0)
+    for n in range(4):
+        bar.update(n)
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 4 and "\r" not in log.getvalue()
+    assert lines[0].startswith("bench x: 0/4 (0%), 0 s elapsed")
+    assert lines[2].startswith("bench x: 2/4 (50%)") and "left" in lines[2]
+    quiet = io.StringIO()
+    bar = Progress("bench x", 4, quiet, interval=10)
+    for n in range(4):
+        bar.update(n)
+    bar.close()
+    assert quiet.getvalue() == ""  # a run shorter than the interval prints nothing
+
+
+def test_progress_on_a_terminal_is_a_counter():
+    tty = _Tty()
+    bar = Progress("bench x", 2, tty, interval=0)
+    bar.update(1)
+    bar.update(2)
+    bar.close()
+    assert tty.getvalue().startswith("\rbench x: 1/2") and tty.getvalue().endswith("\r")
+    assert "\n" not in tty.getvalue()
+
+
+def test_progress_interval_from_the_environment(monkeypatch):
+    monkeypatch.delenv("AUTOMASK_PROGRESS_SECONDS", raising=False)
+    assert progress_log_interval() == 10.0
+    for raw, value in [("2.5", 2.5), ("0", 0.0), ("off", None), ("-1", None), ("x", 10.0)]:
+        monkeypatch.setenv("AUTOMASK_PROGRESS_SECONDS", raw)
+        assert progress_log_interval() == value
+
+
+def test_a_bench_logs_progress_to_a_non_terminal(tiny_bpe_path, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AUTOMASK_PROGRESS_SECONDS", "0")
+    instances = tmp_path / "instances.txt"
+    instances.write_text("\n".join(['"ab"', '"cd"', '"e"']) + "\n")
+    code = main(["bench", "grammar", "--regex", '"[a-z]*"', "--tokenizer", str(tiny_bpe_path),
+                 "--instances", str(instances), "--repeat-compile", "1"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "bench grammar: automask walk: 3/3 (100%)" in err
+    assert grammar_bench.PROGRESS_ENV == "AUTOMASK_PROGRESS_SECONDS"

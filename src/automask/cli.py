@@ -59,8 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_bench(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="benchmarks (mask time, compile time)",
-                                description="Benchmarks of automask, optionally vs peers.")
+    bench = commands.add_parser(
+        "bench", help="benchmarks (mask time, compile time)",
+        description="Benchmarks of automask, optionally vs peers. Progress goes to stderr: a "
+                    "counter on a terminal, otherwise (a log, a pipe) one line every 10 s "
+                    "(AUTOMASK_PROGRESS_SECONDS sets the interval; 0: every step; off: none). "
+                    "A --json OUT is checked before the bench starts.")
     kinds = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
     _add_bench_grammar(kinds)
     _add_bench_compile(kinds)

@@ -231,7 +231,7 @@ def run_jsts(suite_dir: str, tokenizer_path: str, *, peers: Sequence[str] = (),
     vocab = Vocabulary.from_file(tokenizer_path)
     paths = suite_files(suite_dir, files)
     ready, entries = prepare_engines(peers, tokenizer_path, vocab, say)
-    bar = Progress(" + ".join(ready), len(paths), progress_stream)
+    bar = Progress(f"bench jsts ({' + '.join(ready)})", len(paths), progress_stream)
     t0 = time.perf_counter()
     try:
         results = run_suite(suite_dir, vocab, ready, files, timeout_s=timeout_s,

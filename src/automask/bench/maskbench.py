@@ -529,7 +529,7 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
     if len(ready) > 1:
         p("engines interleaved: each schema is run by each engine in turn")
 
-    bar = Progress(" + ".join(ready), len(records), progress_stream)
+    bar = Progress(f"bench maskbench ({' + '.join(ready)})", len(records), progress_stream)
     try:
         runs = run_engines(ready, vocab, records, timeout_s=timeout_s, progress=bar.update)
     finally:
