@@ -130,6 +130,15 @@ def test_caller_ids_are_bounded_too(tmp_path):
         Vocabulary([b"a"], size=MAX_TOKEN_IDS + 1)
 
 
+def test_vocabulary_tokens_must_be_bytes():
+    """An int token would make bytes(n) allocate n zero bytes (10^12: MemoryError)."""
+    assert Vocabulary([b"a", None, bytearray(b"c")]).tokens == [b"a", b"", b"c"]
+    with pytest.raises(VocabularyError, match="token 1 is a int, not bytes"):
+        Vocabulary([b"a", 10**12])
+    with pytest.raises(VocabularyError, match="token 0 is a str"):
+        Vocabulary(["a"])
+
+
 # ----------------------------------------------------------------------------- id types, shared ids
 
 

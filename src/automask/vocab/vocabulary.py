@@ -83,7 +83,8 @@ class Vocabulary:
         encoder: Encoder | None = None,
         name: str = "",
     ):
-        self.tokens: list[bytes] = [b"" if t is None else bytes(t) for t in tokens]
+        self.tokens: list[bytes] = [t if type(t) is bytes else _token_bytes(i, t)
+                                    for i, t in enumerate(tokens)]
         n = len(self.tokens)
         if size is None:
             size = n
@@ -210,6 +211,16 @@ class Vocabulary:
         return load_transformers_tokenizer(
             tokenizer, eos_token_ids=eos_token_ids, vocab_size=vocab_size
         )
+
+
+def _token_bytes(i: int, token: Any) -> bytes:
+    """A token that is not ``bytes``: None is no bytes, a bytes-like object is copied, and
+    anything else (an int would make ``bytes(n)`` allocate n zero bytes) is an error."""
+    if token is None:
+        return b""
+    if isinstance(token, (bytes, bytearray, memoryview)):
+        return bytes(token)
+    raise VocabularyError(f"token {i} is a {type(token).__name__}, not bytes")
 
 
 def _sniff(path: str) -> str:
