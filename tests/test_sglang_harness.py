@@ -20,9 +20,9 @@ scheduler's calls are replayed:
   ``apply_vocab_mask(logits=, vocab_mask=)`` (sampling_batch_info.py lines
   382-407, base_grammar_backend.py lines 148-158); greedy sampling; then
   ``accept_token`` with ``ValueError`` aborting the request and ``finished``
-  set from the request (batch_result_processor.py lines 857-880, 1086-1090);
+  set from the request (batch_result_processor.py lines 848-880, 1086-1090);
 * speculative decoding's tree walk: ``accept_token`` / ``fill_vocab_mask`` /
-  ``rollback(1)`` per draft node (spec_utils.py lines 584-705).
+  ``rollback(1)`` per draft node (spec_utils.py lines 584-699).
 
 Tokenizers are the real ones in ``../shared/data/tokenizers`` (Qwen3's,
 byte-level BPE, with the model's padded logits width 151,936; Llama 2's,
@@ -424,7 +424,7 @@ def update_regex_vocab_mask(grammars, vocab_size, batch_size, device="cpu"):
 
 
 def accept_grammar_tokens(grammar, tokens):
-    """batch_result_processor.py lines 857-880: the retained tokens, or an abort message."""
+    """batch_result_processor.py lines 848-880: the retained tokens, or an abort message."""
     if isinstance(tokens, int):
         tokens = [tokens]
     retained = []
@@ -470,7 +470,7 @@ def traverse_tree(retrieve_next_token, retrieve_next_sibling, draft_tokens, gram
 
 
 def generate_token_bitmask(grammars, next_token, next_sibling, draft_tokens, vocab_size):
-    """spec_utils.py lines 651-705 (requests reduced to their grammars)."""
+    """spec_utils.py lines 652-699 (requests reduced to their grammars)."""
     num_draft_tokens = draft_tokens.shape[-1]
     allocate_token_bitmask = None
     for i, grammar in enumerate(grammars):
@@ -773,6 +773,41 @@ def test_reasoning_parser_wraps_like_the_built_in_backends(fake_sglang, qwen):
     assert isinstance(plain, fake_sglang.module.AutomaskGrammarBackend)
 
 
+def set_token_filter_torch(vocab_mask, token_ids, batch_idx, is_allowed=True,
+                           reset_vocab_mask=True):
+    """SGLang's torch_ops/token_filter_torch_ops.py lines 27-62 (the reference)."""
+    import ctypes
+
+    if reset_vocab_mask:
+        vocab_mask[batch_idx].fill_(-1 if (not is_allowed) else 0)
+    if not token_ids:
+        return
+    aggregated: dict[int, int] = {}
+    for token_id in token_ids:
+        aggregated[token_id // 32] = aggregated.get(token_id // 32, 0) | (1 << (token_id % 32))
+    row = vocab_mask[batch_idx]
+    element_indices = torch.tensor(list(aggregated.keys()), dtype=torch.long)
+    bitmasks = torch.tensor([ctypes.c_int32(m if is_allowed else ~m).value
+                             for m in aggregated.values()], dtype=row.dtype)
+    if is_allowed:
+        row[element_indices] = torch.bitwise_or(row[element_indices], bitmasks)
+    else:
+        row[element_indices] = torch.bitwise_and(row[element_indices], bitmasks)
+
+
+def test_token_filter_matches_sglangs(backend):
+    assert backend.is_support_token_filter
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        start = torch.from_numpy(rng.integers(-2**31, 2**31, size=(2, 10)).astype(np.int32))
+        ids = rng.integers(0, 320, size=int(rng.integers(0, 6))).tolist()
+        args = (ids, int(rng.integers(0, 2)), bool(rng.integers(0, 2)), bool(rng.integers(0, 2)))
+        expected, got = start.clone(), start.clone()
+        set_token_filter_torch(expected, *args)
+        backend.set_token_filter(got, *args)
+        assert torch.equal(got, expected), args
+
+
 def test_a_mask_that_fails_ends_only_its_request(backend, fake_sglang):
     grammar, _ = resolve(backend, ("regex", EMAIL))
 
@@ -792,7 +827,7 @@ def test_a_mask_that_fails_ends_only_its_request(backend, fake_sglang):
 
 
 def test_device_apply_matches_apply_bitmask(fake_sglang):
-    apply_on_device = fake_sglang.module._apply_on_device
+    apply_on_device = fake_sglang.module.apply_vocab_mask
     rng = np.random.default_rng(0)
     for width, words in [(100, 4), (100, 3), (64, 2), (1000, 40)]:
         mask = torch.from_numpy(rng.integers(-2**31, 2**31, size=(3, words), dtype=np.int64)

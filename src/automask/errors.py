@@ -28,7 +28,16 @@ class EmptyLanguage(GrammarError):
 
 
 class LimitExceeded(AutomaskError):
-    """A compile or mask computation went past one of its bounds (states, items, time)."""
+    """A compile or mask computation went past one of its bounds (states, items, time).
+
+    ``location`` says where in the input, when one place is to blame (a JSON
+    pointer, ``line:col``), as for :class:`GrammarError`.
+    """
+
+    def __init__(self, message: str, location: str | None = None):
+        self.message = message
+        self.location = location
+        super().__init__(f"{message} (at {location})" if location else message)
 
 
 class NoLegalContinuation(AutomaskError):

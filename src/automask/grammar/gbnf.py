@@ -23,8 +23,18 @@ from __future__ import annotations
 
 import bisect
 
-from automask.errors import GrammarError, UnsupportedFeature
-from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower
+from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
+from automask.grammar.ir import (
+    MAX_NESTING,
+    Choice,
+    Expr,
+    Grammar,
+    Ref,
+    Repeat,
+    Seq,
+    Terminal,
+    lower,
+)
 from automask.regex import utf8
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -36,6 +46,8 @@ _ANY_CHAR = Terminal(utf8.any_char(), ".")
 
 def parse_gbnf(text: str) -> Grammar:
     """Compile a GBNF grammar (start rule ``root``) to the grammar IR."""
+    if not isinstance(text, str):
+        raise TypeError(f"a GBNF grammar is text (str), not {type(text).__name__}")
     return _GbnfParser(text).parse()
 
 
@@ -45,6 +57,7 @@ class _GbnfParser:
         self.pos = 0
         self.line_starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
         self.refs: list[Ref] = []
+        self.depth = 0  # groups open at the cursor
 
     # ---- positions and errors
     def location(self, pos: int) -> str:
@@ -125,12 +138,15 @@ class _GbnfParser:
 
     def sequence(self, nested: bool) -> Expr:
         items: list[Expr] = []
+        stacked = 0  # repetition operators on the last item (each one more level)
         while True:
             newline = self.skip_space()
             c = self.peek()
             start = self.pos
             if c in ("", "|", ")"):
                 break
+            if c not in "*+?{":
+                stacked = 0
             if c in _NAME_CHARS:
                 if self.starts_rule():
                     if nested:
@@ -151,8 +167,13 @@ class _GbnfParser:
                 self.pos += 1
                 items.append(_ANY_CHAR)
             elif c == "(":
+                if self.depth >= MAX_NESTING:
+                    raise LimitExceeded(f"groups nested deeper than {MAX_NESTING}",
+                                        self.location(start))
                 self.pos += 1
+                self.depth += 1
                 inner = self.alternatives(nested=True)
+                self.depth -= 1
                 if self.peek() != ")":
                     raise self.error("unclosed '('", start)
                 self.pos += 1
@@ -160,7 +181,11 @@ class _GbnfParser:
             elif c in "*+?{":
                 if not items:
                     raise self.error(f"{c!r} must follow an item")
+                if self.depth + stacked >= MAX_NESTING:
+                    raise LimitExceeded(f"repetitions of repetitions nested deeper than "
+                                        f"{MAX_NESTING}", self.location(start))
                 items[-1] = self.postfix(items[-1])
+                stacked += 1
             elif c in "<!":
                 raise UnsupportedFeature("llama.cpp token references are not supported",
                                          self.location(start))
@@ -238,7 +263,11 @@ class _GbnfParser:
         self.pos += 1
         chars = []
         while self.peek() != '"':
-            chars.append(chr(self.char('"', opener)))
+            start = self.pos
+            cp = self.char('"', opener)
+            if 0xD800 <= cp <= 0xDFFF:
+                raise self.error(f"lone surrogate U+{cp:04X} has no UTF-8 form", start)
+            chars.append(chr(cp))
         self.pos += 1
         return Terminal(utf8.literal_text("".join(chars)))
 

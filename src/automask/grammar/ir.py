@@ -121,11 +121,24 @@ class Grammar:
 
     @classmethod
     def from_choices(cls, choices: Sequence[str]) -> Grammar:
-        """Exactly one of the given strings."""
+        """Exactly one of the given strings (a list, tuple or other iterable of ``str``)."""
+        if isinstance(choices, (str, bytes, bytearray)):
+            raise TypeError(f"from_choices takes a sequence of strings, not one "
+                            f"{type(choices).__name__}: wrap it in a list ([text])")
+        choices = list(choices)
         if not choices:
             raise GrammarError("from_choices needs at least one choice")
-        return lower({"root": Terminal(rx.alt_of(rx.literal(c.encode("utf-8"))
-                                                  for c in choices))}, "root", source="choices")
+        literals = []
+        for i, c in enumerate(choices):
+            if not isinstance(c, str):
+                raise TypeError(f"choice {i} must be a str, not {type(c).__name__}: {c!r}")
+            try:
+                literals.append(rx.literal(c.encode("utf-8")))
+            except UnicodeEncodeError as e:
+                raise GrammarError(f"choice {i} has a lone surrogate U+{ord(c[e.start]):04X}, "
+                                   "which has no UTF-8 form", f"choice {i}, col {e.start + 1}"
+                                   ) from None
+        return lower({"root": Terminal(rx.alt_of(literals))}, "root", source="choices")
 
     @classmethod
     def from_gbnf(cls, text: str) -> Grammar:
@@ -207,6 +220,10 @@ class Grammar:
 # --------------------------------------------------------------------------- lowering
 
 MAX_PRODUCTIONS = 200_000
+#: groups (and repetitions of repetitions) nested deeper than this are refused by the
+#: grammar text front ends, where they are read: they are parsed and lowered recursively
+#: (real grammars nest a few levels; a regex allows 64 groups)
+MAX_NESTING = 100
 SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
 
 

@@ -43,8 +43,18 @@ import sys
 import unicodedata
 from dataclasses import dataclass
 
-from automask.errors import GrammarError, UnsupportedFeature
-from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower
+from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
+from automask.grammar.ir import (
+    MAX_NESTING,
+    Choice,
+    Expr,
+    Grammar,
+    Ref,
+    Repeat,
+    Seq,
+    Terminal,
+    lower,
+)
 from automask.regex import nodes as rx
 from automask.regex import utf8
 
@@ -673,7 +683,14 @@ class _Lexer:
 
 def parse_lark(text: str, start: str = "start") -> Grammar:
     """Compile a Lark grammar to the grammar IR; ``start`` names the start rule."""
-    return _LarkParser(text).build(start)
+    if not isinstance(text, str):
+        raise TypeError(f"a Lark grammar is text (str), not {type(text).__name__}")
+    parser = _LarkParser(text)
+    try:
+        return parser.build(start)
+    except RecursionError:  # terminals defined through thousands of others
+        raise LimitExceeded("the grammar is nested too deeply for Python's recursion limit "
+                            "(terminals defined through thousands of others)") from None
 
 
 _END_OF_EXPANSION = ("|", ")", "]", "NL", "EOF", "->")
@@ -689,6 +706,7 @@ class _LarkParser:
         self.terms: dict[str, tuple[object, int]] = {}
         self.imported: dict[str, rx.Node] = {}
         self.ignores: list[tuple[object, int]] = []
+        self.depth = 0  # groups open at the cursor
 
     # ---- positions and errors
     def location(self, pos: int) -> str:
@@ -879,7 +897,12 @@ class _LarkParser:
     def atom(self) -> object:
         t = self.take()
         if t.kind in ("(", "["):
+            if self.depth >= MAX_NESTING:
+                raise LimitExceeded(f"groups nested deeper than {MAX_NESTING}",
+                                    self.location(t.pos))
+            self.depth += 1
             inner = self.expansions()
+            self.depth -= 1
             close = ")" if t.kind == "(" else "]"
             if self.tok.kind != close:
                 raise self.error(f"expected {close!r} to close {t.kind!r} at "
@@ -914,6 +937,9 @@ class _LarkParser:
             raise self.error(str(e), t.pos) from None
         if not value:
             raise self.error("empty strings are not allowed", t.pos)
+        surrogate = next((c for c in value if 0xD800 <= ord(c) <= 0xDFFF), None)
+        if surrogate is not None:
+            raise self.error(f"lone surrogate U+{ord(surrogate):04X} has no UTF-8 form", t.pos)
         return _Leaf(_literal_node(value, icase), t.text, t.pos)
 
     def char_range(self, a: _Tok, b: _Tok) -> _Leaf:

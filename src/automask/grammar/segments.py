@@ -86,6 +86,8 @@ def tagged_segments(tags: Sequence[Tag], *, triggers: Iterable[str] | None = Non
             raise TypeError(f"from_tags takes Tag objects, not {type(tag).__name__}")
         if not isinstance(tag.content, Grammar):
             raise TypeError(f"a Tag's content is a Grammar, not {type(tag.content).__name__}")
+        _check_text(tag.begin, "a tag's begin")
+        _check_text(tag.end, "a tag's end")
         if not tag.begin:
             raise GrammarError("a tag's begin string is empty")
     if isinstance(min_segments, bool) or not isinstance(min_segments, int) or min_segments < 0:
@@ -116,6 +118,17 @@ def tagged_segments(tags: Sequence[Tag], *, triggers: Iterable[str] | None = Non
     return _assemble(pieces, tail, min_segments, max_segments, "tags")
 
 
+def _check_text(value, what: str) -> None:
+    """``value`` is a ``str`` with a UTF-8 form (no lone surrogate)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise GrammarError(f"{what} {value!r} has a lone surrogate "
+                           f"U+{ord(value[e.start]):04X}, which has no UTF-8 form") from None
+
+
 def after_reasoning(inner: Grammar, *, begin: str = "<think>", end: str = "</think>",
                     required: bool = False) -> Grammar:
     """Free text up to ``end``, then ``inner``: reasoning, then the constrained answer.
@@ -128,6 +141,8 @@ def after_reasoning(inner: Grammar, *, begin: str = "<think>", end: str = "</thi
     """
     if not isinstance(inner, Grammar):
         raise TypeError(f"after_reasoning takes a Grammar, not {type(inner).__name__}")
+    _check_text(begin, "the begin marker")
+    _check_text(end, "the end marker")
     if not begin or not end:
         raise GrammarError("after_reasoning needs a non-empty begin and end marker")
     if end in begin:
@@ -150,8 +165,7 @@ def _check_triggers(words: list[str]) -> list[str]:
     refused rather than silently never matched.
     """
     for w in words:
-        if not isinstance(w, str):
-            raise TypeError(f"a trigger is a string, not {type(w).__name__}")
+        _check_text(w, "a trigger")
         if not w:
             raise GrammarError("a trigger is empty")
     distinct = list(dict.fromkeys(words))

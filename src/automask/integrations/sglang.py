@@ -43,8 +43,8 @@ What the backend does, as SGLang expects of a backend:
 * Masks are int32 bitmasks ``(batch, ceil(V/32))`` (xgrammar's layout),
   allocated on the CPU (pinned when CUDA is available, as xgrammar does),
   filled there, moved to the device by ``move_vocab_mask`` and applied in
-  place. EOS is allowed only where the output so far is complete; after EOS,
-  only EOS.
+  place on the logits' device (torch operations, no copy back). EOS is
+  allowed only where the output so far is complete; after EOS, only EOS.
 * ``accept_token`` raises ``ValueError`` for a token the grammar refuses (the
   scheduler catches ``ValueError`` and aborts the request); after
   termination it is a no-op, as in the xgrammar backend. ``rollback(k)``
@@ -53,7 +53,9 @@ What the backend does, as SGLang expects of a backend:
 * With ``--reasoning-parser``, the backend is wrapped in SGLang's
   ``ReasonerGrammarBackend`` as the built-in backends are (the grammar then
   applies after the reasoning block); ``create_grammar_backend`` skips that
-  step for registered backends, so :func:`init_backend` does it.
+  step for registered backends, so :func:`init_backend` does it. Token
+  filters (``set_token_filter``) are supported, so ``--enable-strict-thinking``
+  works too.
 
 Subclassing or duck typing: SGLang checks ``isinstance(value,
 InvalidGrammarObject)`` (grammar_manager.py lines 190, 315) and calls base-class
@@ -80,7 +82,7 @@ from typing import Any
 
 import numpy as np
 
-from automask.bitmask import apply_bitmask, bitmask_words
+from automask.bitmask import bitmask_words
 from automask.engine.compiled import CompiledGrammar, compile
 from automask.engine.matcher import Matcher
 from automask.errors import AutomaskError
@@ -220,20 +222,13 @@ def move_vocab_mask(vocab_mask, device):
 
 
 def apply_vocab_mask(logits, vocab_mask) -> None:
-    """Set the logits of disallowed tokens to ``-inf``, in place.
+    """Set the logits of disallowed tokens to ``-inf``, in place, on the logits' device.
 
-    On the CPU this is :func:`automask.apply_bitmask`; on an accelerator the bits
-    are unpacked there, without a copy back to the host. Logits wider than the
-    mask (padded vocabularies) have the extra ids disallowed.
+    The bits are unpacked there with torch operations (no copy back to the host);
+    logits wider than the mask (padded vocabularies) have the extra ids disallowed.
+    Same result as :func:`automask.apply_bitmask`, several times faster on the CPU
+    for one vocabulary-wide row, and one code path for every device.
     """
-    if logits.device.type == "cpu":
-        apply_bitmask(logits, vocab_mask)
-        return
-    _apply_on_device(logits, vocab_mask)
-
-
-def _apply_on_device(logits, vocab_mask) -> None:
-    """:func:`apply_vocab_mask` with torch operations on the logits' device."""
     import torch
 
     width = logits.shape[-1]
@@ -509,6 +504,28 @@ class AutomaskGrammarBackend(BaseGrammarBackend):
         stats = GrammarStats(dispatch_type=key_type) if GrammarStats is not None else None
         return AutomaskGrammar(matcher, key_type, key_string, mask_width=self.vocab_size,
                                grammar_stats=stats)
+
+    # ---- token filters (--enable-strict-thinking: ReasonerGrammarBackend needs them)
+    @property
+    def is_support_token_filter(self) -> bool:
+        return True
+
+    @staticmethod
+    def set_token_filter(vocab_mask, token_ids, batch_idx, is_allowed=True,
+                         reset_vocab_mask=True) -> None:
+        """Allow (``is_allowed``) or disallow ``token_ids`` in row ``batch_idx``, after
+        clearing the row to none (or all) allowed when ``reset_vocab_mask``: SGLang's
+        ``set_token_filter_torch``, on the CPU row the grammar fills."""
+        row = _numpy_words(vocab_mask)[batch_idx].view(np.uint32)
+        if reset_vocab_mask:
+            row[:] = 0 if is_allowed else 0xFFFFFFFF
+        for token in token_ids:
+            if 0 <= token < 32 * row.shape[0]:
+                bit = np.uint32(1 << (token & 31))
+                if is_allowed:
+                    row[token >> 5] |= bit
+                else:
+                    row[token >> 5] &= ~bit
 
     # ---- masks at the backend level (SGLang's ReasonerGrammarBackend asks the backend)
     def allocate_vocab_mask(self, vocab_size: int, batch_size: int, device=None):

@@ -25,7 +25,6 @@ of ``if`` and ``oneOf``), :mod:`~automask.schema.annotations` (unevaluated*),
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import warnings
@@ -43,6 +42,7 @@ from automask.regex.parser import parse_regex, parse_regex_search
 from automask.schema.annotations import Annotations, _mentions_unevaluated, _pending
 from automask.schema.arrays import CountedArrays
 from automask.schema.complement import EXPANDED, Inexpressible, complement
+from automask.schema.document import load_document
 from automask.schema.json_text import (
     ANY_CHAR,
     ANY_TEXT,
@@ -98,15 +98,7 @@ class Options:
 
 def compile_schema(schema, **options) -> Grammar:
     """The grammar of the JSON texts valid under ``schema`` (a dict, bool, or JSON string)."""
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise GrammarError(f"schema is not valid JSON: {e.msg}",
-                               f"line {e.lineno}, col {e.colno}") from None
-    if not isinstance(schema, (dict, bool)):
-        raise GrammarError(f"a schema is an object or a boolean, not {type(schema).__name__}",
-                           "#")
+    schema = load_document(schema)  # JSON, acyclic, UTF-8 strings, bounded depth
     unknown = set(options) - set(Options.__dataclass_fields__)
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
