@@ -9,6 +9,7 @@ cap, so a regression fails the test instead of the machine.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 import pytest
 
 from automask import (
+    EmptyLanguage,
     Grammar,
     GrammarError,
     LimitExceeded,
@@ -271,3 +273,66 @@ def test_lone_surrogates_in_tags_and_reasoning_markers():
 def test_grammar_text_must_be_str():
     _raises(TypeError, Grammar.from_gbnf, b'root ::= "a"')
     _raises(TypeError, Grammar.from_lark, b'start: "a"')
+
+
+# --------------------------------------------------------------------------- item 4
+# EmptyLanguage says where; NaN is named as what it is.
+
+def test_empty_property_is_located():
+    schema = {"type": "object", "properties": {
+        "s": {"type": "string", "minLength": 5, "maxLength": 2}}, "required": ["s"]}
+    e = _raises(EmptyLanguage, Grammar.from_json_schema, schema)
+    assert e.location == "#/properties/s"
+    assert "nothing is valid at #/properties/s" in e.message
+
+
+@pytest.mark.parametrize("schema, where", [
+    ({"type": "string", "minLength": 5, "maxLength": 2}, "#"),
+    ({"type": "object", "properties": {"a": {"type": "object", "properties": {
+        "b": {"type": "array", "minItems": 3, "maxItems": 1}}, "required": ["b"]}},
+      "required": ["a"]}, "#/properties/a/properties/b"),
+    ({"type": "array", "prefixItems": [{"type": "integer"},
+                                       {"type": "string", "minLength": 3, "maxLength": 1}],
+      "minItems": 2}, "#/prefixItems/1"),
+    # under a oneOf the property is still the one to blame
+    ({"type": "object", "properties": {"s": {"type": "string", "minLength": 5, "maxLength": 2}},
+      "required": ["s"], "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+     "#/properties/s"),
+    # two branches empty for different reasons: the anyOf itself
+    ({"anyOf": [{"type": "string", "minLength": 5, "maxLength": 2},
+                {"type": "integer", "minimum": 3, "maximum": 1}]}, "#"),
+])
+def test_empty_language_locations(schema, where):
+    assert _raises(EmptyLanguage, Grammar.from_json_schema, schema).location == where
+
+
+def test_empty_conjunction_names_its_parts():
+    e = _raises(EmptyLanguage, Grammar.from_json_schema,
+                {"allOf": [{"type": "string"}, {"type": "integer"}]})
+    assert e.location == "#" and "#/allOf/0" in e.message and "#/allOf/1" in e.message
+
+
+def test_empty_grammar_rule_is_located():
+    e = _raises(EmptyLanguage, Grammar.from_gbnf, 'root ::= x "b"\nx ::= "a" x')
+    assert e.rule == "x" and e.location == "line 2, col 1"
+    e = _raises(EmptyLanguage, Grammar.from_lark, 'start: "b" x\nx: "a" x')
+    assert e.rule == "x" and e.location == "line 2, col 1"
+
+
+@pytest.mark.parametrize("schema", [{"enum": [math.nan, 1]}, '{"enum": [NaN, 1]}'])
+def test_nan_in_enum(schema):
+    e = _raises(GrammarError, Grammar.from_json_schema, schema)
+    assert "minimum" not in e.message
+    assert "NaN and Infinity are not JSON" in e.message
+    assert e.location == "#/enum/0"
+
+
+def test_non_finite_numbers_elsewhere():
+    for schema, where in [({"const": math.inf}, "#/const"),
+                          ({"enum": [1, [2, {"a": -math.inf}]]}, "#/enum/1/1/a"),
+                          ({"properties": {"x": {"const": {"k": [math.nan]}}}},
+                           "#/properties/x/const/k/0"),
+                          ({"minimum": math.nan}, "#/minimum"),
+                          ({"multipleOf": math.inf}, "#/multipleOf")]:
+        e = _raises(GrammarError, Grammar.from_json_schema, schema)
+        assert e.location == where and "not JSON" in e.message

@@ -24,7 +24,13 @@ class UnsupportedFeature(GrammarError):
 
 
 class EmptyLanguage(GrammarError):
-    """The grammar (or schema) accepts no string at all: nothing could ever be generated."""
+    """The grammar (or schema) accepts no string at all: nothing could ever be generated.
+
+    ``location`` says where the emptiness comes from when one place is to blame (the
+    schema position, the rule); ``rule`` names the grammar rule.
+    """
+
+    rule: str | None = None
 
 
 class LimitExceeded(AutomaskError):

@@ -106,6 +106,7 @@ class _GbnfParser:
     # ---- grammar
     def parse(self) -> Grammar:
         rules: dict[str, Expr] = {}
+        defined: dict[str, str] = {}
         self.skip_space()
         while self.pos < len(self.text):
             start = self.pos
@@ -122,12 +123,13 @@ class _GbnfParser:
             if name in rules:
                 raise self.error(f"rule {name!r} is defined twice", start)
             rules[name] = body
+            defined[name] = self.location(start)
         for ref in self.refs:
             if ref.name not in rules:
                 raise GrammarError(f"undefined rule {ref.name!r}", ref.location)
         if "root" not in rules:
             raise GrammarError("the grammar has no 'root' rule", self.location(0))
-        return lower(rules, "root", source="gbnf")
+        return lower(rules, "root", source="gbnf", locations=defined)
 
     def alternatives(self, nested: bool) -> Expr:
         items = [self.sequence(nested)]

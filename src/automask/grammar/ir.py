@@ -228,14 +228,19 @@ SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
 
 
 def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
-          fuse: bool | None = None, source: str = "") -> Grammar:
-    """Lower EBNF rules to the flat :class:`Grammar` (see the module docstring)."""
+          fuse: bool | None = None, source: str = "",
+          locations: Mapping[str, str] | None = None) -> Grammar:
+    """Lower EBNF rules to the flat :class:`Grammar` (see the module docstring).
+
+    ``locations`` (rule name -> where it is defined) locates an
+    :class:`EmptyLanguage` error; its ``rule`` names the rule to blame.
+    """
     if start not in rules:
         raise GrammarError(f"start rule {start!r} is not defined")
     if fuse is None:
         fuse = not ignore
     try:
-        return _Lowerer(rules, fuse).run(start, ignore, source)
+        return _Lowerer(rules, fuse).run(start, ignore, source, locations or {})
     except RecursionError:  # rules nested hundreds deep: walked recursively, so refused
         raise LimitExceeded("the grammar's rules are nested too deeply "
                             "(Python's recursion limit)") from None
@@ -249,6 +254,7 @@ class _Lowerer:
         self.lexemes: list[rx.Node] = []
         self.lexeme_index: dict[int, int] = {}
         self.helper_count = 0
+        self.owner: dict[str, str] = {}  # helper rule -> the rule it was made for
         self.regular: dict[str, rx.Node | None] = {}
         self._symbol_cache: dict[int, Symbol | None] = {}
         self._optional_cache: dict[int, str] = {}
@@ -299,7 +305,9 @@ class _Lowerer:
 
     def helper(self, base: str) -> str:
         self.helper_count += 1
-        return f"{base}~{self.helper_count}"
+        name = f"{base}~{self.helper_count}"
+        self.owner[name] = self.owner.get(base, base)
+        return name
 
     def add(self, lhs: str, rhs: Sequence[Symbol]) -> None:
         check_time()  # (it reads the clock every 32nd call: a lowering can take seconds)
@@ -434,7 +442,8 @@ class _Lowerer:
         return name
 
     # ---- the whole grammar
-    def run(self, start: str, ignore: Sequence[Expr], source: str) -> Grammar:
+    def run(self, start: str, ignore: Sequence[Expr], source: str,
+            locations: Mapping[str, str]) -> Grammar:
         todo = [start]
         done: set[str] = set()
         while todo:
@@ -458,9 +467,51 @@ class _Lowerer:
             node = rx.nonempty(node)
             if node is not rx.EMPTY:
                 ignore_ids.append(self.lexeme(node))
-        productions = _productive(self.productions, start)
+        try:
+            productions = _productive(self.productions, start)
+        except EmptyLanguage as e:
+            rule = self.owner.get(e.rule, e.rule)
+            e = EmptyLanguage(e.message if rule == start else
+                              f"{e.message}: rule {rule!r} derives none", locations.get(rule))
+            e.rule = rule
+            raise e from None
         lexemes = tuple(self.lexemes)
         return Grammar(tuple(productions), lexemes, start, tuple(ignore_ids), source)
+
+
+def _blame(productions: list[Production], start: str, productive: set[str]) -> str:
+    """The rule to blame for an empty language: the deepest rule below ``start`` that
+    every way to derive ``start`` goes through and that derives no string. A rule with
+    no alternative blames itself; otherwise each alternative follows its first dead
+    symbol (not an ancestor: recursion blames the rule), and the rule passes the blame
+    down when all its alternatives agree, else keeps it. Iterative (chains of rules
+    may be thousands long)."""
+    by_lhs: dict[str, list[Production]] = {}
+    for p in productions:
+        by_lhs.setdefault(p.lhs, []).append(p)
+    blamed: dict[str, str] = {}
+    follow: dict[str, list[str | None]] = {}
+    stack = [start]
+    while stack:
+        rule = stack[-1]
+        if rule in blamed:
+            stack.pop()
+            continue
+        alternatives = by_lhs.get(rule)
+        if not alternatives:
+            blamed[rule] = rule
+            stack.pop()
+            continue
+        if rule not in follow:  # first visit: follow a dead symbol of each alternative
+            follow[rule] = [next((s for s in p.rhs if isinstance(s, str) and s not in productive
+                                  and (s not in follow or s in blamed)), None)
+                            for p in alternatives]
+            stack += [s for s in follow[rule] if s is not None and s not in blamed]
+            continue
+        found = {blamed.get(s, rule) if s is not None else rule for s in follow[rule]}
+        blamed[rule] = found.pop() if len(found) == 1 else rule
+        stack.pop()
+    return blamed[start]
 
 
 def _productive(productions: list[Production], start: str) -> list[Production]:
@@ -484,7 +535,9 @@ def _productive(productions: list[Production], start: str) -> list[Production]:
             if waiting[i] == 0:
                 todo.append(productions[i].lhs)
     if start not in productive:
-        raise EmptyLanguage("the grammar accepts no string at all")
+        e = EmptyLanguage("the grammar accepts no string at all")
+        e.rule = _blame(productions, start, productive)
+        raise e
     kept = [p for p in productions
             if p.lhs in productive and all(isinstance(s, int) or s in productive for s in p.rhs)]
     by_lhs: dict[str, list[Production]] = {}

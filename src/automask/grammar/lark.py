@@ -1029,5 +1029,6 @@ class _LarkParser:
         ignore = [Terminal(to_node(body), "%ignore") for body, _ in self.ignores]
         if start not in rules:
             raise GrammarError(f"start rule {start!r} is not defined")
-        return lower(rules, start, ignore=ignore, source="lark")
+        defined = {name: self.location(pos) for name, (_, pos) in self.rules.items()}
+        return lower(rules, start, ignore=ignore, source="lark", locations=defined)
 

@@ -34,7 +34,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from automask.budget import check_time, check_time_now
-from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
+from automask.errors import EmptyLanguage, GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower
 from automask.regex import nodes as rx
 from automask.regex import utf8
@@ -112,6 +112,24 @@ def compile_schema(schema, **options) -> Grammar:
         sys.setrecursionlimit(limit)
 
 
+def _position(uri: str, root_base: str) -> str:
+    """The JSON pointer of a member URI without the compiler's own steps: ``/~anyOf``
+    (the schema less its ``anyOf``, at the same position) is left out, and a pointer
+    stops before a step into a schema the compiler wrote (``/~neg0``, a complement);
+    resources other than the root document keep their base URI."""
+    uri = uri.split("|", 1)[-1]  # no dynamic scope
+    base, _, fragment = uri.rpartition("#")
+    parts = []
+    for part in fragment.split("/"):
+        if part in ("~anyOf", "~oneOf", "~not"):
+            continue
+        if part.startswith("~") and part[1:2] not in ("0", "1"):
+            break
+        parts.append(part)
+    pointer = "#" + "/".join(parts)
+    return pointer if base == root_base else f"{base}{pointer}"
+
+
 class _SchemaCompiler(References, Annotations, CountedArrays):
     def __init__(self, schema, options: Options):
         self.options = options
@@ -141,6 +159,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         self.root = Member(self.scoped_uri(self.root_base + "#", self.enter(0, root_base)),
                            schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
+        self._sites: dict[str, str] = {}  # memo rule -> the member URI it compiles first
         # Per member (by uri): its string constraints and the values its ``not`` excludes,
         # read once for all the values of an enum (thousands, each checked against both).
         self._strings_of: dict[str, rx.Node] = {}
@@ -156,7 +175,51 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         # Lexemes stay JSON-token sized (keys, strings, numbers, punctuation), not
         # fused into one regex per object: a lexer state inside a string or a key
         # then recurs across positions and schemas, so its token scan is shared.
-        return lower(self.rules, "root", fuse=False, source="json-schema")
+        try:
+            return lower(self.rules, "root", fuse=False, source="json-schema")
+        except EmptyLanguage as e:
+            raise self.empty_at(e.rule) from None
+
+    def empty_at(self, rule: str | None) -> EmptyLanguage:
+        """The error for a schema that accepts nothing, at the position to blame (the
+        conjunction behind ``rule``: a lone member, or the members that contradict)."""
+        names = {name: key for key, name in self._memo.items()}
+        if rule is not None and rule.endswith("+ws"):  # a rule's leading twin (JsonPieces)
+            rule = rule[:-3]
+        if rule not in names:  # a helper rule of an object or array: its conjunction's
+            rule = self._rule_owner(rule, names)
+        site = self._sites.get(rule, self.root.uri)
+        where = _position(site, self.root_base)
+        others: list[str] = []
+        for uri in names.get(rule, ()):
+            pointer = _position(uri, self.root_base)
+            if pointer != where and pointer not in others:
+                others.append(pointer)
+        also = f" (where {', '.join(others)} must hold too)" if others else ""
+        e = EmptyLanguage(f"the schema accepts no JSON value: nothing is valid at {where}{also}",
+                          where)
+        e.rule = rule
+        return e
+
+    def _rule_owner(self, rule: str | None, names: dict) -> str | None:
+        """The conjunction rule whose expression made ``rule`` (found through the helper
+        rules it refers to, which are not conjunctions; each helper walked once)."""
+        seen: set[str] = set()
+        for owner in names:
+            todo: list[Expr] = [self.rules[owner]]
+            while todo:
+                e = todo.pop()
+                if isinstance(e, Ref):
+                    if e.name == rule:
+                        return owner
+                    if e.name not in names and e.name not in seen and e.name in self.rules:
+                        seen.add(e.name)
+                        todo.append(self.rules[e.name])
+                elif isinstance(e, (Seq, Choice)):
+                    todo += e.items
+                elif isinstance(e, Repeat):
+                    todo.append(e.item)
+        return None
 
     def conj_ref(self, members: list[Member]) -> Expr:
         """A rule for the conjunction of ``members`` (memoized; recursion-safe)."""
@@ -173,6 +236,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             check_time_now()  # distributions (oneOf, not, anyOf subsets) can multiply rules
             name = f"s{len(self._memo)}:{key[0].rsplit('#', 1)[-1][-40:] or '/'}"
             self._memo[key] = name
+            self._sites[name] = members[0].uri  # the position (the others hold there too)
             self.rules[name] = self.conj(members)
         return Ref(name)
 

@@ -7,6 +7,8 @@ even though no string is ever checked against it).
 
 from __future__ import annotations
 
+import math
+
 from automask.errors import GrammarError
 from automask.schema.members import Member, _count, _escape, _num, _pointer
 
@@ -38,6 +40,16 @@ def _check_values(m: Member) -> None:
         v = s.get(kw)
         if kw in s and not _num(v) and not (isinstance(v, bool) and kw.startswith("excl")):
             raise GrammarError(f"{kw} must be a number", _pointer(m, kw))
+        if isinstance(v, float) and not math.isfinite(v):
+            raise GrammarError(f"{kw} must be a finite number, not {v!r} (NaN and Infinity "
+                               "are not JSON values)", _pointer(m, kw))
+    for kw, values in (("const", [s.get("const")]), ("enum", s.get("enum"))):
+        if kw in s and isinstance(values, list):
+            where = _non_finite(values)
+            if where is not None:
+                at = _pointer(m, kw) + "".join(f"/{_escape(str(k))}" for k in where[kw == "const":])
+                raise GrammarError(f"{kw} holds {_path_value(values, where)!r}, which is not a "
+                                   "JSON value (NaN and Infinity are not JSON numbers)", at)
     if "multipleOf" in s and s["multipleOf"] <= 0:
         raise GrammarError("multipleOf must be > 0", _pointer(m, "multipleOf"))
     if "required" in s and not (isinstance(s["required"], list) and all(
@@ -58,6 +70,28 @@ def _check_values(m: Member) -> None:
         raise GrammarError("enum must be an array", _pointer(m, "enum"))
     if "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
         raise GrammarError("uniqueItems must be a boolean", _pointer(m, "uniqueItems"))
+
+
+def _non_finite(values: list) -> list | None:
+    """The path (indices and keys) to the first NaN or infinite float in ``values``, or
+    None (iterative: values nest up to the document's depth bound)."""
+    todo: list[tuple[object, list]] = [(values, [])]
+    while todo:
+        v, path = todo.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return path
+        elif isinstance(v, list):
+            todo += [(x, path + [i]) for i, x in reversed(list(enumerate(v)))]
+        elif isinstance(v, dict):
+            todo += [(x, path + [k]) for k, x in reversed(list(v.items()))]
+    return None
+
+
+def _path_value(value, path: list):
+    for k in path:
+        value = value[k]
+    return value
 
 
 def _subschemas(s: dict, pointer: str) -> list[tuple[str, dict]]:
