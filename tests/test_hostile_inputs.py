@@ -16,14 +16,19 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
+import automask
 from automask import (
     EmptyLanguage,
     Grammar,
     GrammarError,
     LimitExceeded,
+    Matcher,
     Tag,
+    Vocabulary,
+    fill_bitmasks,
 )
 from automask.grammar.ir import MAX_NESTING
 from automask.schema.document import MAX_DEPTH
@@ -336,3 +341,143 @@ def test_non_finite_numbers_elsewhere():
                           ({"multipleOf": math.inf}, "#/multipleOf")]:
         e = _raises(GrammarError, Grammar.from_json_schema, schema)
         assert e.location == where and "not JSON" in e.message
+
+
+# --------------------------------------------------------------------------- item 5
+# Misuse is refused with a clear error, not accepted silently.
+
+@pytest.fixture(scope="module")
+def vocab():
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    tokens = [b"<eos>"] + [c.encode() for c in alphabet] + [b"ab", b"abc"]
+    return Vocabulary(tokens, special_ids=[0], eos_token_ids=[0], size=64)
+
+
+@pytest.fixture()
+def matcher(vocab):
+    return Matcher(automask.compile(Grammar.from_regex("[a-c]+"), vocab))
+
+
+def test_fill_bitmask_requires_int32(matcher, vocab):
+    e = _raises(ValueError, matcher.fill_bitmask, np.zeros((1, 2), dtype=np.float32))
+    assert "int32" in str(e) and "float32" in str(e)
+    _raises(ValueError, matcher.fill_bitmask, np.zeros((1, 2), dtype=np.uint32))
+    _raises(TypeError, matcher.fill_bitmask, [[0, 0]])  # a copy would be filled and lost
+    b = automask.allocate_bitmask(1, vocab.size)
+    matcher.fill_bitmask(b)
+    assert automask.unpack_bitmask(b, vocab.size)[0, 1:4].all()
+
+
+def test_fill_bitmask_torch_float32_refused(matcher):
+    torch = pytest.importorskip("torch")
+    e = _raises(ValueError, matcher.fill_bitmask, torch.zeros((1, 2), dtype=torch.float32))
+    assert "torch.float32" in str(e)
+    b = torch.zeros((2, 2), dtype=torch.int32)
+    matcher.fill_bitmask(b, 1)
+    assert b[1].ne(0).any() and b[0].eq(0).all()
+
+
+def test_fill_bitmask_row_index(matcher, vocab):
+    b = automask.allocate_bitmask(2, vocab.size)
+    b[:] = 0
+    e = _raises(IndexError, matcher.fill_bitmask, b, -1)
+    assert "row -1" in str(e)
+    _raises(IndexError, matcher.fill_bitmask, b, 2)
+    _raises(TypeError, matcher.fill_bitmask, b, 1.0)
+    _raises(TypeError, matcher.fill_bitmask, b, True)
+    assert not b.any()  # nothing written by a refused call
+    matcher.fill_bitmask(b, np.int64(1))
+    assert b[1].any() and not b[0].any()
+    one = np.zeros(b.shape[1], dtype=np.int32)
+    _raises(IndexError, matcher.fill_bitmask, one, 5)
+    matcher.fill_bitmask(one, 0)
+    assert one.any()
+
+
+def test_write_row_and_fill_bitmasks_check_the_same(matcher, vocab):
+    words = automask.allocate_bitmask(2, vocab.size)
+    _raises(ValueError, matcher.write_row, words[0].astype(np.float32))  # itemsize 4 too
+    _raises(ValueError, matcher.write_row, words[0].view(np.uint32))
+    _raises(TypeError, matcher.write_row, words[0].tolist())
+    _raises(ValueError, fill_bitmasks, [matcher], words.astype(np.float32))
+    _raises(TypeError, fill_bitmasks, [matcher], words.tolist())
+    _raises(IndexError, fill_bitmasks, [matcher], words, [-1])
+    _raises(TypeError, fill_bitmasks, [matcher], words, [0.0])
+    fill_bitmasks([matcher, None], words, [np.int32(1), 0])
+
+
+def test_apply_bitmask_batch_must_match(matcher, vocab):
+    mask = automask.allocate_bitmask(2, vocab.size)
+    matcher.fill_bitmask(mask, 0)
+    e = _raises(ValueError, automask.apply_bitmask, np.zeros(vocab.size, np.float32), mask)
+    assert "2 rows" in str(e)
+    _raises(ValueError, automask.apply_bitmask, np.zeros((3, vocab.size), np.float32), mask)
+    # one row per row of logits, a single row, or a 1-D mask: applied
+    logits = np.zeros((2, vocab.size), np.float32)
+    automask.apply_bitmask(logits, mask)
+    assert np.isneginf(logits[0, 0]) and logits[0, 1] == 0 and logits[1, 0] == 0
+    logits = np.zeros((3, vocab.size), np.float32)
+    automask.apply_bitmask(logits, mask[0])
+    assert np.isneginf(logits[:, 0]).all() and (logits[:, 1] == 0).all()
+    logits = np.zeros((3, vocab.size), np.float32)
+    automask.apply_bitmask(logits, mask[:1])
+    assert np.isneginf(logits[:, 0]).all()
+
+
+def test_apply_bitmask_torch_batch_must_match(matcher, vocab):
+    torch = pytest.importorskip("torch")
+    mask = torch.from_numpy(automask.allocate_bitmask(2, vocab.size))
+    _raises(ValueError, automask.apply_bitmask, torch.zeros(vocab.size), mask)
+    _raises(ValueError, automask.apply_bitmask, torch.zeros(vocab.size, dtype=torch.int64),
+            mask[0])
+    _raises(ValueError, automask.apply_bitmask, torch.zeros(vocab.size), mask[0].float())
+
+
+def test_apply_bitmask_is_in_place_only(vocab):
+    mask = automask.allocate_bitmask(1, vocab.size)
+    e = _raises(TypeError, automask.apply_bitmask, [0.0] * vocab.size, mask)
+    assert "in place" in str(e)
+    _raises(ValueError, automask.apply_bitmask, np.zeros(vocab.size, np.int64), mask)
+    _raises(ValueError, automask.apply_bitmask, np.zeros(vocab.size, np.float32),
+            mask.astype(np.float32))
+
+
+def test_accept_token_requires_an_integer(matcher, vocab):
+    e = _raises(TypeError, matcher.accept_token, 0.0)  # 0 is EOS here
+    assert "float" in str(e)
+    _raises(TypeError, matcher.accept_token, True)
+    _raises(TypeError, matcher.try_token, 1.0)
+    _raises(TypeError, matcher.is_allowed, 1.0)
+    assert matcher.num_accepted == 0
+    assert matcher.accept_token(np.int64(1))  # NumPy integers are integers
+    torch = pytest.importorskip("torch")
+    assert matcher.accept_token(torch.tensor(2))
+    _raises(TypeError, matcher.accept_token, torch.tensor(2.0))
+    assert matcher.accept_token(0) and matcher.is_terminated()
+
+
+def test_accept_bytes_takes_bytes_like(matcher):
+    assert matcher.accept_bytes(bytearray(b"ab"))
+    assert matcher.accept_bytes(memoryview(b"c"))
+    assert matcher.accept_bytes(b"a")
+    _raises(TypeError, matcher.accept_bytes, "a")
+    _raises(TypeError, matcher.accept_bytes, [97])
+    assert matcher.num_accepted == 3
+
+
+def test_from_choices_refuses_a_single_string():
+    e = _raises(TypeError, Grammar.from_choices, "abc")
+    assert "sequence of strings" in str(e)
+    _raises(TypeError, Grammar.from_choices, b"abc")
+    _raises(TypeError, Grammar.from_choices, ["a", 1])
+    Grammar.from_choices(["abc"])
+    Grammar.from_choices(c for c in ["x", "y"])
+
+
+def test_schema_keyword_types():
+    e = _raises(GrammarError, Grammar.from_json_schema, {"$schema": 42})
+    assert e.location == "#/$schema"
+    assert _raises(GrammarError, Grammar.from_json_schema,
+                   {"properties": {"a": {"$id": 5}}}).location == "#/properties/a/$id"
+    # a property that happens to be called "$schema" is a property, not the keyword
+    Grammar.from_json_schema({"type": "object", "properties": {"$schema": {"type": "string"}}})

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from automask.bitmask import row_index, writable_words
 from automask.engine.matcher import Matcher
 
 
@@ -28,9 +27,10 @@ def fill_bitmasks(matchers: Sequence[Matcher | None], bitmask: Any,
     tensor (filled in place). ``None`` entries are skipped, their rows left
     as they are (an unconstrained row: the caller keeps it all-ones, or does
     not apply it). A terminated matcher (EOS accepted) writes the EOS-only
-    row. Raises what :meth:`Matcher.fill_bitmask` raises, naming the row.
+    row. Raises what :meth:`Matcher.fill_bitmask` raises (the same checks of type,
+    dtype, shape and row index).
     """
-    words = np.asarray(bitmask)
+    words = writable_words(bitmask)
     if words.ndim != 2:
         raise ValueError(f"bitmask must be 2-D (batch, words), not shape {words.shape}")
     rows = range(len(matchers)) if indices is None else indices
@@ -40,6 +40,4 @@ def fill_bitmasks(matchers: Sequence[Matcher | None], bitmask: Any,
     for matcher, row in zip(matchers, rows, strict=True):
         if matcher is None:
             continue
-        if not 0 <= row < batch:
-            raise IndexError(f"row {row} is outside the bitmask's {batch} rows")
-        matcher.write_row(words[row])
+        matcher.write_row(words[row_index(row, batch)])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 
 import numpy as np
 
+from automask.bitmask import row_index, writable_words
 from automask.budget import time_budget
 from automask.engine.compiled import CompiledGrammar
 from automask.engine.state import Config
@@ -72,14 +74,25 @@ class Matcher:
             del self._terminated[-n:]
 
     # ---- tokens
-    def _check_id(self, token_id: int) -> None:
+    def _check_id(self, token_id: int) -> int:
+        """``token_id`` as an int in range: an integer (``int``, a NumPy integer, a torch
+        integer scalar), not a float or a bool."""
+        if type(token_id) is not int:
+            if isinstance(token_id, (bool, np.bool_)):
+                raise TypeError(f"a token id is an integer, not a bool ({token_id!r})")
+            try:
+                token_id = operator.index(token_id)
+            except TypeError:
+                raise TypeError(f"a token id is an integer, not {type(token_id).__name__} "
+                                f"({token_id!r})") from None
         if not 0 <= token_id < self.compiled.vocab.size:
             raise VocabularyError(
                 f"token id {token_id} is out of range [0, {self.compiled.vocab.size})")
+        return token_id
 
     def try_token(self, token_id: int) -> Config | None:
         """The configuration after ``token_id``, or None if it is not allowed (no change)."""
-        self._check_id(token_id)
+        token_id = self._check_id(token_id)
         if self._terminated[-1]:
             return None
         config = self._history[-1]
@@ -103,6 +116,7 @@ class Matcher:
 
     def accept_token(self, token_id: int) -> bool:
         """Advance on an allowed token; return False (state unchanged) otherwise."""
+        token_id = self._check_id(token_id)
         after = self.try_token(token_id)
         if after is None:
             return False
@@ -120,7 +134,18 @@ class Matcher:
         return n
 
     def accept_bytes(self, data: bytes) -> bool:
-        """Advance by raw bytes as one step (rollback counts it as one token)."""
+        """Advance by raw bytes as one step (rollback counts it as one token); ``data`` is
+        ``bytes``, ``bytearray`` or a ``memoryview``."""
+        if type(data) is not bytes:
+            if isinstance(data, (bytearray, memoryview)):
+                data = bytes(data)
+            elif isinstance(data, bytes):
+                data = bytes(data)  # a subclass: plain bytes, as the memo tables key them
+            elif isinstance(data, str):
+                raise TypeError("accept_bytes takes bytes, not str: encode the text "
+                                "(text.encode('utf-8'))")
+            else:
+                raise TypeError(f"accept_bytes takes bytes, not {type(data).__name__}")
         if self._terminated[-1]:
             return False
         after = self._advance(self._history[-1], data, "accepting bytes")
@@ -157,16 +182,28 @@ class Matcher:
 
         Token ``t`` is bit ``t % 32`` of word ``t // 32``; EOS is allowed exactly
         when the output so far is accepted (and is all that is allowed once an
-        EOS was accepted). Takes NumPy arrays and CPU torch tensors (in place).
+        EOS was accepted). Takes NumPy arrays and CPU torch tensors (in place), of
+        dtype int32; ``index`` is a row in ``[0, batch)``, and 0 for a 1-D bitmask.
+        Raises :class:`TypeError` for another type (a list) or a row index that
+        is not an integer, :class:`ValueError` for another dtype or a bad shape,
+        :class:`IndexError` for a row outside the bitmask.
         """
-        row = np.asarray(bitmask)
-        self.write_row(row[index] if row.ndim == 2 else row)
+        words = writable_words(bitmask)
+        index = row_index(index, words.shape[0] if words.ndim == 2 else 1)
+        self.write_row(words[index] if words.ndim == 2 else words)
 
     def write_row(self, row: np.ndarray) -> None:
         """:meth:`fill_bitmask` on one row already given as a NumPy int32 array (a view)."""
         nwords = self.compiled.masks.nwords
-        if row.shape[0] < nwords or row.dtype.itemsize != 4:
-            raise ValueError(f"bitmask row must be int32 with at least {nwords} words")
+        if not isinstance(row, np.ndarray):
+            raise TypeError(f"a bitmask row is a 1-D NumPy int32 array, not "
+                            f"{type(row).__name__}")
+        if row.dtype != np.int32 or row.ndim != 1:
+            raise ValueError(f"a bitmask row is a 1-D NumPy int32 array, not a {row.ndim}-D "
+                             f"{row.dtype} array")
+        if row.shape[0] < nwords:
+            raise ValueError(f"bitmask row must be int32 with at least {nwords} words, "
+                             f"not {row.shape[0]}")
         out = row[:nwords].view(np.uint32)
         if self._terminated[-1]:
             np.copyto(out, self.compiled.masks.eos_words)
@@ -193,7 +230,7 @@ class Matcher:
         return int(nonzero[0]) * 32 + word.bit_length() - 1
 
     def is_allowed(self, token_id: int) -> bool:
-        self._check_id(token_id)
+        token_id = self._check_id(token_id)
         words = self.mask_words()
         return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
 
@@ -269,3 +306,4 @@ class Matcher:
             if accepted < len(tokens) or accepted == 0:
                 break
         return out
+

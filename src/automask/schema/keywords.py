@@ -36,6 +36,12 @@ def _check_values(m: Member) -> None:
     for kw in COUNTS:
         if kw in s:
             _count(s[kw], m, kw)
+    if "$schema" in s and not isinstance(s["$schema"], str):
+        raise GrammarError("$schema must be a string (the URI of a dialect)",
+                           _pointer(m, "$schema"))
+    for kw in ("$id", "$anchor", "$dynamicAnchor"):
+        if kw in s and not isinstance(s[kw], str):
+            raise GrammarError(f"{kw} must be a string", _pointer(m, kw))
     for kw in NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
         v = s.get(kw)
         if kw in s and not _num(v) and not (isinstance(v, bool) and kw.startswith("excl")):
