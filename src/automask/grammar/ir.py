@@ -175,7 +175,11 @@ class Grammar:
 
     @classmethod
     def from_json_schema(cls, schema, **options) -> Grammar:
-        """JSON texts valid under a JSON Schema (dict, bool or JSON string).
+        """JSON texts valid under a JSON Schema (dict, bool, or JSON text as str or bytes).
+
+        The schema must be a JSON document (no cycles, string keys, JSON values,
+        no lone surrogates, at most 256 levels deep): anything else is a typed
+        error at its JSON pointer (see :mod:`automask.schema.document`).
 
         Options: ``whitespace`` ("flexible", "compact" or an indent),
         ``strict`` (absent additionalProperties means false, and ``time`` /

@@ -97,7 +97,8 @@ class Options:
 
 
 def compile_schema(schema, **options) -> Grammar:
-    """The grammar of the JSON texts valid under ``schema`` (a dict, bool, or JSON string)."""
+    """The grammar of the JSON texts valid under ``schema`` (a dict, bool, or JSON text as
+    str or bytes; checked first by :func:`~automask.schema.document.load_document`)."""
     schema = load_document(schema)  # JSON, acyclic, UTF-8 strings, bounded depth
     unknown = set(options) - set(Options.__dataclass_fields__)
     if unknown:
