@@ -7,8 +7,9 @@ bitmask, then each sequence commits its next token. The tokens are those of
 a valid instance of each schema (``json.dumps``, tokenized without special
 tokens), so the walk is the one a model writing that instance would take.
 
-Per level B, every engine gets the same pool of schemas, compiled fresh for
-the level (no mask computed at an earlier level is reused). A sequence whose
+Per level B, every engine takes schemas from the same pool in the same
+order, compiled fresh for the level (no mask computed at an earlier level is
+reused). A sequence whose
 instance ends leaves its row to the next schema of the pool, so the batch
 stays full and the steps keep meeting cold masks, as a server's would; the
 level stops after ``steps`` steps or when the pool runs dry. Timed per step:
@@ -160,32 +161,35 @@ def load_walks(data_path: str, vocab: Any, count: int, seed: int) -> list[Walk]:
 
 def run_level(name: str, ops: _Batch, walks: Sequence[Walk], batch: int, steps: int,
               width: int) -> LevelResult:
-    """One engine at one batch size: compile the pool, then step (see the module docstring)."""
+    """One engine at one batch size: fill, commit, refill rows (see the module docstring)."""
     result = LevelResult(name, batch)
-    compiled: list[tuple[Walk, Any]] = []
+    pool = iter(walks)
     scratch = np.zeros((1, (width + 31) // 32), dtype=np.int32)
-    for walk in walks:
-        try:
-            grammar = ops.engine.compile(ops.engine.parse(walk.spec))
-            # The first mask belongs to compiling, as in an engine that compiles a request's
-            # grammar before the request joins the batch (vLLM, SGLang, automask serve).
-            ops.fill([ops.new(grammar)], scratch, [0])
-            compiled.append((walk, grammar))
-        except AutomaskError:  # a schema this engine does not compile: the next one
-            result.compile_errors += 1
-    pool = iter(compiled)
-    gc.collect()
     bitmask = np.zeros((batch, (width + 31) // 32), dtype=np.int32)
-    # per row: (walk, sequence, position) or None once the pool is dry
+    # per row: [walk, sequence, position], or None once the pool is dry
     live: list[list[Any] | None] = [None] * batch
 
+    def compiled_next() -> tuple[Walk, Any] | None:
+        """The pool's next schema this engine compiles, with its first mask computed: it
+        belongs to compiling, as in an engine that compiles a request's grammar before the
+        request joins the batch (vLLM, SGLang, automask serve). Not timed."""
+        for walk in pool:
+            try:
+                grammar = ops.engine.compile(ops.engine.parse(walk.spec))
+                ops.fill([ops.new(grammar)], scratch, [0])
+                return walk, grammar
+            except AutomaskError:  # a schema this engine does not compile: the next one
+                result.compile_errors += 1
+        return None
+
     def refill(row: int) -> None:
-        nxt = next(pool, None)
+        nxt = compiled_next()
         live[row] = None if nxt is None else [nxt[0], ops.new(nxt[1]), 0]
         result.sequences += nxt is not None
 
     for row in range(batch):
         refill(row)
+    gc.collect()
     for _ in range(steps):
         rows = [r for r in range(batch) if live[r] is not None]
         if not rows:
@@ -246,7 +250,7 @@ def run_batch_bench(data_path: str, tokenizer_path: str, *, levels: Sequence[int
             except (PeerError, ImportError) as e:
                 entries[name]["error"] = str(e)
                 continue
-            level = run_level(name, ops, walks[:pool], batch, steps, vocab.size)
+            level = run_level(name, ops, walks, batch, steps, vocab.size)
             results.append(level)
             s = level.summary()
             p(f"  B={batch:<4d} {name:<11s} fill p50 {_fmt(s['fill_ms']['p50'])} ms, "
