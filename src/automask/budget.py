@@ -46,12 +46,14 @@ class time_budget:
 
     A class rather than a generator context manager: it is entered on every
     uncached mask and token, where the generator machinery showed up in profiles.
+    ``start_now``: the clock starts at entry, not at the first regular read (for a
+    compile, entered once, whose first steps may do much work before any check).
     """
 
-    __slots__ = ("seconds", "what", "outer", "mine")
+    __slots__ = ("seconds", "what", "outer", "mine", "start_now")
 
-    def __init__(self, seconds: float | None, what: str):
-        self.seconds, self.what = seconds, what
+    def __init__(self, seconds: float | None, what: str, *, start_now: bool = False):
+        self.seconds, self.what, self.start_now = seconds, what, start_now
 
     def __enter__(self) -> None:
         global _countdown
@@ -64,6 +66,8 @@ class time_budget:
             if outer.started(now) <= now + self.seconds:
                 return  # the outer budget is tighter
         self.mine = _local.deadline = _Deadline(self.what, self.seconds)
+        if self.start_now:
+            self.mine.started(time.thread_time())
         if self.seconds < PROMPT_BELOW:
             _countdown = 1  # a short budget's first check reads the clock
         # A longer one starts its clock at the next regular read, at most _CHECK_EVERY

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 
+from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import (
     MAX_NESTING,
@@ -142,6 +143,7 @@ class _GbnfParser:
         items: list[Expr] = []
         stacked = 0  # repetition operators on the last item (each one more level)
         while True:
+            check_time()  # (a count: a long grammar stops at the time limit)
             newline = self.skip_space()
             c = self.peek()
             start = self.pos
@@ -265,6 +267,7 @@ class _GbnfParser:
         self.pos += 1
         chars = []
         while self.peek() != '"':
+            check_time()
             start = self.pos
             cp = self.char('"', opener)
             if 0xD800 <= cp <= 0xDFFF:
@@ -281,6 +284,7 @@ class _GbnfParser:
             self.pos += 1
         ranges: list[tuple[int, int]] = []
         while self.peek() != "]":
+            check_time()
             start = self.pos
             lo = self.char("]", opener)
             hi = lo

@@ -86,6 +86,8 @@ def text(s: str | bytes) -> Terminal:
 
 # --------------------------------------------------------------------------- the flat IR
 
+GRAMMAR_SECONDS = 2.0  # default CPU-time limit of a regex, choices, GBNF or Lark front end
+
 Symbol = str | int  # str: a rule (nonterminal); int: a lexeme index
 
 
@@ -111,48 +113,81 @@ class Grammar:
     ignore: tuple[int, ...] = ()
     source: str = field(default="", compare=False)
 
-    # The front-ends live in their own modules; these are the public doors.
+    # The front-ends live in their own modules; these are the public doors. Each one runs
+    # under a CPU-time budget (``max_seconds``, past which LimitExceeded) and takes at
+    # most MAX_GRAMMAR_CHARS characters of text, so no input can hold it for long.
     @classmethod
-    def from_regex(cls, pattern: str) -> Grammar:
-        """The language of ``pattern`` (whole-output match; see :mod:`automask.regex.parser`)."""
+    def from_regex(cls, pattern: str, *, max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
+        """The language of ``pattern`` (whole-output match; see :mod:`automask.regex.parser`).
+
+        ``max_seconds``: CPU-time limit (default 2, :data:`GRAMMAR_SECONDS`; None: none),
+        past which :class:`LimitExceeded`; a pattern longer than :data:`MAX_GRAMMAR_CHARS`
+        is refused at once.
+        """
         from automask.regex.parser import parse_regex
 
-        return lower({"root": Terminal(parse_regex(pattern))}, "root", source="regex")
+        if not isinstance(pattern, str):
+            raise TypeError(f"regex pattern must be str, not {type(pattern).__name__}")
+        _check_length(pattern, "regex", lambda at: f"col {at + 1}")
+        with paused_gc(), time_budget(max_seconds, "reading the regex", start_now=True):
+            return lower({"root": Terminal(parse_regex(pattern))}, "root", source="regex")
 
     @classmethod
-    def from_choices(cls, choices: Sequence[str]) -> Grammar:
-        """Exactly one of the given strings (a list, tuple or other iterable of ``str``)."""
+    def from_choices(cls, choices: Sequence[str], *,
+                     max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
+        """Exactly one of the given strings (a list, tuple or other iterable of ``str``).
+
+        ``max_seconds`` as for :meth:`from_regex`; the choices may have at most
+        :data:`MAX_GRAMMAR_CHARS` characters together.
+        """
         if isinstance(choices, (str, bytes, bytearray)):
             raise TypeError(f"from_choices takes a sequence of strings, not one "
                             f"{type(choices).__name__}: wrap it in a list ([text])")
         choices = list(choices)
         if not choices:
             raise GrammarError("from_choices needs at least one choice")
-        literals = []
+        total = 0
         for i, c in enumerate(choices):
             if not isinstance(c, str):
                 raise TypeError(f"choice {i} must be a str, not {type(c).__name__}: {c!r}")
-            try:
-                literals.append(rx.literal(c.encode("utf-8")))
-            except UnicodeEncodeError as e:
-                raise GrammarError(f"choice {i} has a lone surrogate U+{ord(c[e.start]):04X}, "
-                                   "which has no UTF-8 form", f"choice {i}, col {e.start + 1}"
-                                   ) from None
-        return lower({"root": Terminal(rx.alt_of(literals))}, "root", source="choices")
+            total += len(c)
+            if total > MAX_GRAMMAR_CHARS:
+                raise LimitExceeded(f"the {len(choices):,} choices are more than "
+                                    f"{MAX_GRAMMAR_CHARS:,} characters long together (the "
+                                    "limit)", f"choice {i}")
+        with paused_gc(), time_budget(max_seconds, "reading the choices", start_now=True):
+            literals = []
+            for i, c in enumerate(choices):
+                try:
+                    literals.append(rx.literal(c.encode("utf-8")))
+                except UnicodeEncodeError as e:
+                    raise GrammarError(f"choice {i} has a lone surrogate U+{ord(c[e.start]):04X}"
+                                       ", which has no UTF-8 form", f"choice {i}, col {e.start + 1}"
+                                       ) from None
+            return lower({"root": Terminal(rx.alt_of(literals))}, "root", source="choices")
 
     @classmethod
-    def from_gbnf(cls, text: str) -> Grammar:
-        """A llama.cpp GBNF grammar; ``root`` is the start rule."""
+    def from_gbnf(cls, text: str, *, max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
+        """A llama.cpp GBNF grammar; ``root`` is the start rule. ``max_seconds`` and the
+        length limit as for :meth:`from_regex`."""
         from automask.grammar.gbnf import parse_gbnf
 
-        return parse_gbnf(text)
+        if isinstance(text, str):
+            _check_length(text, "GBNF grammar", lambda at: _line_col(text, at))
+        with paused_gc(), time_budget(max_seconds, "reading the GBNF grammar", start_now=True):
+            return parse_gbnf(text)
 
     @classmethod
-    def from_lark(cls, text: str, start: str = "start") -> Grammar:
-        """A Lark grammar (the language of Lark's Earley parser, every match length)."""
+    def from_lark(cls, text: str, start: str = "start", *,
+                  max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
+        """A Lark grammar (the language of Lark's Earley parser, every match length).
+        ``max_seconds`` and the length limit as for :meth:`from_regex`."""
         from automask.grammar.lark import parse_lark
 
-        return parse_lark(text, start=start)
+        if isinstance(text, str):
+            _check_length(text, "Lark grammar", lambda at: _line_col(text, at))
+        with paused_gc(), time_budget(max_seconds, "reading the Lark grammar", start_now=True):
+            return parse_lark(text, start=start)
 
     @classmethod
     def from_tags(cls, tags, *, triggers=None, free_text: bool = True, min_segments: int = 0,
@@ -192,7 +227,7 @@ class Grammar:
         from automask.schema.compiler import compile_schema
 
         seconds = options.pop("max_seconds", SCHEMA_SECONDS)
-        with paused_gc(), time_budget(seconds, "compiling the JSON Schema"):
+        with paused_gc(), time_budget(seconds, "compiling the JSON Schema", start_now=True):
             return compile_schema(schema, **options)
 
     @classmethod
@@ -224,11 +259,31 @@ class Grammar:
 # --------------------------------------------------------------------------- lowering
 
 MAX_PRODUCTIONS = 200_000
+#: repetitions of a non-regular item with counts up to this are written out (``item item
+#: ...``, nested optionals); larger ones are counted in O(log n) rules (see _counted)
+UNROLLED = 64
+#: the longest regex, GBNF or Lark text (code points) the front ends read, and the most
+#: characters that choices may have together: past it :class:`LimitExceeded` at once
+#: (reading costs ~10 microseconds and ~0.5 KB per character of literal text, so what is
+#: longer could not be read within the default time limit anyway)
+MAX_GRAMMAR_CHARS = 1 << 20
 #: groups (and repetitions of repetitions) nested deeper than this are refused by the
 #: grammar text front ends, where they are read: they are parsed and lowered recursively
 #: (real grammars nest a few levels; a regex allows 64 groups)
 MAX_NESTING = 100
 SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
+
+
+def _check_length(text: str, what: str, where) -> None:
+    """Refuse a text longer than :data:`MAX_GRAMMAR_CHARS`, located where it passes it."""
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise LimitExceeded(f"the {what} is {len(text):,} characters long, more than the "
+                            f"limit of {MAX_GRAMMAR_CHARS:,}", where(MAX_GRAMMAR_CHARS))
+
+
+def _line_col(text: str, pos: int) -> str:
+    line_start = text.rfind("\n", 0, pos) + 1
+    return f"line {text.count(chr(10), 0, pos) + 1}, col {pos - line_start + 1}"
 
 
 def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
@@ -264,18 +319,81 @@ class _Lowerer:
         self._optional_cache: dict[int, str] = {}
 
     # ---- regularity: which expressions are regular (no recursion through them)
-    def rule_regex(self, name: str, visiting: set[str]) -> rx.Node | None:
-        if name in self.regular:
-            return self.regular[name]
-        if name in visiting:
-            return None  # recursive
-        visiting.add(name)
-        node = self.expr_regex(self.rules[name], visiting)
-        visiting.discard(name)
-        self.regular[name] = node
-        return node
+    def rule_regex(self, name: str) -> rx.Node | None:
+        """The regex of rule ``name`` if it is regular (it reaches no recursion), else None.
 
-    def expr_regex(self, e: Expr, visiting: set[str]) -> rx.Node | None:
+        Rules are settled in dependency order by an iterative search for strongly
+        connected components (Tarjan's), so a chain of thousands of rules costs no
+        Python recursion: a rule in a cycle is not regular, nor is one that uses such a
+        rule; any other is the regex of its expression over its rules' regexes.
+        """
+        if name not in self.regular:
+            self._settle_from(name)
+        return self.regular[name]
+
+    def _rule_refs(self, name: str) -> list[str]:
+        """The rules ``name``'s expression refers to (each once, in order)."""
+        refs: dict[str, None] = {}
+        todo: list[Expr] = [self.rules[name]]
+        while todo:
+            e = todo.pop()
+            if isinstance(e, Ref):
+                self._check_ref(e)
+                refs[e.name] = None
+            elif isinstance(e, (Seq, Choice)):
+                todo.extend(reversed(e.items))
+            elif isinstance(e, Repeat):
+                todo.append(e.item)
+        return list(refs)
+
+    def _settle_from(self, root: str) -> None:
+        """Settle ``root`` and every unsettled rule it reaches (see :meth:`rule_regex`)."""
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        uses: dict[str, list[str]] = {}
+
+        def enter(name: str) -> None:
+            index[name] = low[name] = len(index)
+            stack.append(name)
+            on_stack.add(name)
+            uses[name] = self._rule_refs(name)
+            work.append((name, iter(uses[name])))
+
+        work: list[tuple[str, object]] = []
+        enter(root)
+        while work:
+            check_time()
+            name, successors = work[-1]
+            for nxt in successors:
+                if nxt in self.regular:
+                    continue
+                if nxt not in index:
+                    enter(nxt)
+                    break
+                if nxt in on_stack:
+                    low[name] = min(low[name], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[name])
+                if low[name] == index[name]:  # name roots a component: settle it
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == name:
+                            break
+                    if len(component) > 1 or name in uses[name]:
+                        for member in component:
+                            self.regular[member] = None  # recursive
+                    else:  # what it uses is settled: the expression is read without descent
+                        self.regular[name] = self.expr_regex(self.rules[name])
+
+    def expr_regex(self, e: Expr) -> rx.Node | None:
         """The regex of ``e`` if it is regular (and fusion is on), else None."""
         if isinstance(e, Terminal):
             return e.regex
@@ -283,14 +401,14 @@ class _Lowerer:
             return None
         if isinstance(e, Ref):
             self._check_ref(e)
-            return self.rule_regex(e.name, visiting)
+            return self.rule_regex(e.name)
         if isinstance(e, (Seq, Choice)):
-            parts = [self.expr_regex(i, visiting) for i in e.items]
+            parts = [self.expr_regex(i) for i in e.items]
             if any(p is None for p in parts):
                 return None
             return rx.concat(*parts) if isinstance(e, Seq) else rx.alt_of(parts)
         if isinstance(e, Repeat):
-            inner = self.expr_regex(e.item, visiting)
+            inner = self.expr_regex(e.item)
             return None if inner is None else rx.repeat(inner, e.lo, e.hi)
         raise TypeError(f"not an expression: {e!r}")
 
@@ -337,7 +455,7 @@ class _Lowerer:
 
     def sequences(self, e: Expr, ctx: str) -> list[list[Symbol]]:
         """The alternatives (symbol sequences) of ``e``."""
-        node = self.expr_regex(e, set())
+        node = self.expr_regex(e)
         if node is not None:
             syms = self.regex_symbols(node)
             return [] if syms is None else [syms]
@@ -360,7 +478,7 @@ class _Lowerer:
                 return True
 
             for item in e.items:
-                node = self.expr_regex(item, set())
+                node = self.expr_regex(item)
                 if node is not None:
                     pending.append(node)
                     if not self.fuse and not flush():
@@ -385,13 +503,13 @@ class _Lowerer:
         """One symbol standing for ``e`` ('' for ε, None for the empty language)."""
         if isinstance(e, Ref):
             self._check_ref(e)
-            node = self.expr_regex(e, set())
+            node = self.expr_regex(e)
             if node is None:
                 return e.name
         key = id(e)
         if key in self._symbol_cache:
             return self._symbol_cache[key]
-        node = self.expr_regex(e, set())
+        node = self.expr_regex(e)
         if node is not None:
             syms = self.regex_symbols(node)
             if syms is None:
@@ -423,12 +541,12 @@ class _Lowerer:
             return "" if e.lo == 0 else None
         if item == "":
             return ""
+        if e.lo > UNROLLED or (e.hi is not None and e.hi - e.lo > UNROLLED):
+            return self._counted(item, e.lo, e.hi, ctx)
         head = [item] * e.lo
         if e.hi is None:
             # name ::= item^lo tail ; tail ::= ε | tail item   (left recursion suits Earley)
-            tail = self.helper(ctx)
-            self.add(tail, [])
-            self.add(tail, [tail, item])
+            tail = self._star(item, ctx)
             if not head:
                 return tail
             name = self.helper(ctx)
@@ -443,6 +561,56 @@ class _Lowerer:
                 self.add(opt, [item] + rest)
                 rest = [opt]
             self.add(name, head + rest)
+        return name
+
+    def _star(self, item: Symbol, ctx: str) -> str:
+        """``tail ::= ε | tail item``."""
+        tail = self.helper(ctx)
+        self.add(tail, [])
+        self.add(tail, [tail, item])
+        return tail
+
+    def _counted(self, item: Symbol, lo: int, hi: int | None, ctx: str) -> str:
+        """``item{lo,hi}`` in O(log hi) productions, however large the counts (10**9
+        items are ~60 productions, never copies): ``P_j`` (2**j items) is ``P_{j-1}
+        P_{j-1}``; ``item{lo}`` is the ``P_j`` of the bits of ``lo``; ``item{0,2**j-1}`` is
+        ``A_j ::= A_{j-1} | P_{j-1} A_{j-1}``; ``item{0,k}`` for ``2**m <= k < 2**(m+1)`` is
+        ``A_m | P_m item{0,k-2**m}``. Each count has one derivation (no ambiguity)."""
+        powers = [item]  # powers[j]: exactly 2**j items
+
+        def power(j: int) -> Symbol:
+            while len(powers) <= j:
+                p = self.helper(ctx)
+                self.add(p, [powers[-1], powers[-1]])
+                powers.append(p)
+            return powers[j]
+
+        below: list[Symbol | None] = [None]  # below[j]: 0 .. 2**j - 1 items (None: ε)
+
+        def up_to_power(j: int) -> list[Symbol]:
+            while len(below) <= j:
+                k = len(below) - 1  # below[k + 1] ::= below[k] | P_k below[k]
+                a = self.helper(ctx)
+                prev = [] if below[k] is None else [below[k]]
+                self.add(a, prev)
+                self.add(a, [power(k)] + prev)
+                below.append(a)
+            return [] if below[j] is None else [below[j]]
+
+        def up_to(k: int) -> list[Symbol]:
+            out: list[Symbol] = []  # up to the count of the bits below m, built upwards
+            for m in range(k.bit_length()):
+                if k >> m & 1:
+                    a = self.helper(ctx)
+                    self.add(a, up_to_power(m))
+                    self.add(a, [power(m)] + out)
+                    out = [a]
+            return out
+
+        head = [power(j) for j in range(lo.bit_length() - 1, -1, -1) if lo >> j & 1]
+        tail = [self._star(item, ctx)] if hi is None else up_to(hi - lo)
+        name = self.helper(ctx)
+        self.add(name, head + tail)
         return name
 
     # ---- the whole grammar
@@ -464,7 +632,7 @@ class _Lowerer:
                         todo.append(s)
         ignore_ids = []
         for e in ignore:
-            node = self.expr_regex(e, set()) if self.fuse else (
+            node = self.expr_regex(e) if self.fuse else (
                 e.regex if isinstance(e, Terminal) else None)
             if node is None:
                 raise GrammarError("an ignored item must be regular")

@@ -43,6 +43,7 @@ import sys
 import unicodedata
 from dataclasses import dataclass
 
+from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.grammar.ir import (
     MAX_NESTING,
@@ -184,6 +185,7 @@ def _lark_unescape(body: str) -> str:
     out = []
     i = 0
     while i < len(body):
+        check_time()
         c = body[i]
         if c != "\\":
             out.append(c)
@@ -292,6 +294,7 @@ class _RegexTranslator:
         out = []
         p = self.p
         while self.i < len(p):
+            check_time()
             c = p[self.i]
             if self.verbose and c in " \t\n\r\f\v":
                 self.i += 1
@@ -597,6 +600,7 @@ class _Lexer:
         out: list[_Tok] = []
         i = 0
         while i < n:
+            check_time()  # (a count: a long grammar stops at the time limit)
             m = _SKIP.match(text, i)
             if m:
                 i = m.end()
@@ -867,6 +871,7 @@ class _LarkParser:
         """One alternative, and where its ``-> alias`` is (the alias itself is ignored)."""
         items = []
         while self.tok.kind not in _END_OF_EXPANSION:
+            check_time()
             items.append(self.expr())
         alias_pos = None
         if self.tok.kind == "->":
@@ -975,21 +980,52 @@ class _LarkParser:
     def build(self, start: str) -> Grammar:
         self.parse()
         terms: dict[str, rx.Node] = dict(self.imported)
-        resolving: list[str] = []
+
+        def term_refs(e: object) -> list[_Name]:
+            """The terminal names inside a terminal's definition."""
+            out, todo = [], [e]
+            while todo:
+                e = todo.pop()
+                if isinstance(e, _Name):
+                    out.append(e)
+                elif isinstance(e, (_Seq, _Alt)):
+                    todo.extend(e.items)
+                elif isinstance(e, _Rep):
+                    todo.append(e.item)
+            return out
 
         def term_node(name: str, pos: int) -> rx.Node:
+            """The regex of terminal ``name``, resolving the terminals it is defined
+            through first (depth first with a stack of our own: chains of thousands of
+            terminals are no deeper for Python than one)."""
             if name in terms:
                 return terms[name]
-            if name not in self.terms:
-                raise self.error(f"undefined terminal {name!r}", pos)
-            if name in resolving:
-                raise self.error(f"terminal {name!r} is recursive (terminals must be regular)",
-                                 self.terms[name][1])
-            resolving.append(name)
-            node = to_node(self.terms[name][0])
-            resolving.pop()
-            terms[name] = node
-            return node
+            resolving: dict[str, None] = {}  # the path being resolved, in order
+            work = [(name, pos)]
+            while work:
+                check_time()
+                current, at = work[-1]
+                if current in terms:
+                    work.pop()
+                    continue
+                if current not in self.terms:
+                    raise self.error(f"undefined terminal {current!r}", at)
+                if current not in resolving:
+                    resolving[current] = None
+                    pending = [r for r in term_refs(self.terms[current][0])
+                               if not _is_rule_name(r.name) and r.name not in terms]
+                    for r in pending:
+                        if r.name in resolving:
+                            raise self.error(f"terminal {r.name!r} is recursive (terminals "
+                                             "must be regular)", self.terms[r.name][1])
+                    if pending:
+                        work.extend((r.name, r.pos) for r in reversed(pending))
+                        continue
+                # every terminal it names is resolved: its node is built without descent
+                terms[current] = to_node(self.terms[current][0])
+                del resolving[current]
+                work.pop()
+            return terms[name]
 
         def to_node(e: object) -> rx.Node:
             if isinstance(e, _Leaf):

@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 import re
 
+from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.regex import nodes as rx
 from automask.regex import utf8
@@ -219,6 +220,7 @@ class _Parser:
     def alternation(self) -> Ast:
         branches = [self.sequence()]
         while self.peek() == "|":
+            check_time()  # (a count: the parse of a long pattern stops at the time limit)
             self.i += 1
             branches.append(self.sequence())
         return branches[0] if len(branches) == 1 else ("alt", tuple(branches))
@@ -226,6 +228,7 @@ class _Parser:
     def sequence(self) -> Ast:
         items: list[Ast] = []
         while self.i < self.n and self.p[self.i] not in "|)":
+            check_time()
             start = self.i
             items.append(self.quantified(self.atom(), start))
         return items[0] if len(items) == 1 else ("seq", tuple(items))
@@ -476,6 +479,7 @@ class _Parser:
             if self.p[self.i] == "]":
                 self.i += 1
                 break
+            check_time()
             atom_pos = self.i
             lo = self.class_atom()
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
@@ -525,6 +529,7 @@ class _Compiler:
         self.allow_anchors = allow_anchors
 
     def compile(self, ast: Ast, can_start: bool, can_end: bool) -> dict[Key, rx.Node]:
+        check_time()
         kind = ast[0]
         if kind == "n":
             return {_PLAIN: ast[1]}

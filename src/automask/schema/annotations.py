@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from automask.budget import check_time
 from automask.grammar.ir import Choice, Expr
 from automask.schema.members import Member, _escape, _negated, _opened, _prefix
 from automask.schema.refs import _changes_base
@@ -110,6 +111,7 @@ def _mentions_unevaluated(schema) -> bool:
     """Whether the document has an ``unevaluated*`` keyword other than ``true``."""
     todo = [schema]
     while todo:
+        check_time()
         s = todo.pop()
         if isinstance(s, dict):
             for k, v in s.items():

@@ -776,8 +776,9 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
     # ------------------------------------------------------------------ objects
     def object(self, members: list[Member]) -> Expr:
         members = members + self.evaluated(members, "unevaluatedProperties")
-        order: list[str] = []
-        required: list[str] = []
+        # Dicts as ordered sets: a schema may declare 100,000 keys (linear, not quadratic).
+        order: dict[str, None] = {}
+        required: dict[str, None] = {}
         min_p, max_p = 0, None
         names_node = ANY_TEXT
         for m in members:
@@ -785,13 +786,11 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             props = s.get("properties", {})
             if not isinstance(props, dict):
                 raise GrammarError("properties must be an object", _pointer(m, "properties"))
-            for k in props:
-                if k not in order:
-                    order.append(k)
+            order.update(dict.fromkeys(props))
             req = s.get("required", [])
             if not isinstance(req, list):
                 raise GrammarError("required must be an array", _pointer(m, "required"))
-            required += [k for k in req if k not in required]
+            required.update(dict.fromkeys(req))  # strings (check_keywords)
             if "minProperties" in s:
                 min_p = max(min_p, _count(s["minProperties"], m, "minProperties"))
             if "maxProperties" in s:
@@ -800,13 +799,12 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             if "propertyNames" in s:
                 names_node = rx.intersect(names_node, self.names_admitted(
                     Member(m.uri + "/propertyNames", s["propertyNames"], m.base)))
-        for k in required:
-            if k not in order:
-                order.append(k)
+        order.update(required)
         # Declared keys: each member constrains the value by properties, else by matching
         # patternProperties, else by additionalProperties.
         declared = []
         for k in order:
+            check_time()
             kb = k.encode("utf-8")
             if not rx.matches(names_node, kb):
                 if k in required:
@@ -825,7 +823,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                     return Terminal(rx.EMPTY)
                 continue
             declared.append((k, self.conj_ref(value_members), k in required))
-        extras = self.extra_classes(members, [k for k in order], names_node)
+        extras = self.extra_classes(members, list(order), names_node)
         needs = tuple(self.outside_region(m.schema["~keyOutside"], m)
                       for m in members if "~keyOutside" in m.schema)
         if extras and min_p > len(declared) + 1:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from automask.budget import check_time
 from automask.errors import GrammarError
 from automask.schema.members import Member, _count, _escape, _num, _pointer
 
@@ -118,6 +119,7 @@ def _check_document(schema, base: str) -> None:
     """:func:`_check_values` at every schema position of the document, compiled or not."""
     todo = [("", schema)]
     while todo:
+        check_time()
         pointer, s = todo.pop()
         if isinstance(s, dict):
             _check_values(Member(base + "#" + pointer, s, base))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urldefrag, urljoin
 
+from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.schema.keywords import _subschemas
 from automask.schema.members import Member, _pointer
@@ -20,6 +21,7 @@ class References:
 
     def _index(self, schema, base: str, pointer: str) -> None:
         if isinstance(schema, dict):
+            check_time()  # (a count: 100,000 subschemas are a second or two)
             if not pointer:
                 self.docs.setdefault(base, schema)
             if _changes_base(schema):
