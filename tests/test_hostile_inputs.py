@@ -472,7 +472,8 @@ def test_from_choices_refuses_a_single_string():
     e = _raises(TypeError, Grammar.from_choices, "abc")
     assert "sequence of strings" in str(e)
     _raises(TypeError, Grammar.from_choices, b"abc")
-    _raises(TypeError, Grammar.from_choices, ["a", 1])
+    e = _raises(GrammarError, Grammar.from_choices, ["a", 1])
+    assert e.location == "choice 1" and "must be a str, not int" in e.message
     Grammar.from_choices(["abc"])
     Grammar.from_choices(c for c in ["x", "y"])
 

@@ -73,6 +73,7 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     _add_bench_generate(kinds)
     _add_bench_serve(kinds)
     _add_bench_batch(kinds)
+    _add_bench_fuzz(kinds)
 
 
 def _peer_names() -> list[str]:
@@ -260,6 +261,38 @@ def _add_bench_batch(kinds: argparse._SubParsersAction) -> None:
                    help="exit 1 if a target at B=64 is not met")
     p.add_argument("--json", metavar="OUT", help="write the levels and targets as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_batch)
+
+
+def _add_bench_fuzz(kinds: argparse._SubParsersAction) -> None:
+    from automask.bench.fuzz import FAMILIES
+
+    p = kinds.add_parser(
+        "fuzz",
+        help="a seeded campaign of hostile inputs: typed errors, limits, memory, by family",
+        description="Generate hostile inputs by family (deep nesting, huge counts, long "
+                    "alternations, surrogates, non-JSON values, cycles, mutated MaskBench "
+                    "schemas and GBNF files), compile each and take a few masked steps, and "
+                    "count per family: ok, typed errors, untyped errors (bugs) and overruns "
+                    "(past the limits plus 1 s), with the slowest case and peak memory. "
+                    "--check exits 1 on any untyped error or overrun.",
+    )
+    p.add_argument("--cases", type=_positive_int, default=20, metavar="N",
+                   help="cases per family (default 20)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
+    p.add_argument("--families", default=",".join(FAMILIES), metavar="F1,F2,...",
+                   help=f"families (default: all: {', '.join(FAMILIES)})")
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="tokenizer file (default: ../shared/data/tokenizers/llama-3.1)")
+    p.add_argument("--data", metavar="FILE",
+                   help="MaskBench .jsonl[.gz] for the schema mutations (default: the dev set)")
+    p.add_argument("--compile-seconds", type=_positive_float, default=2.0, metavar="S",
+                   help="compile time limit per case (default 2)")
+    p.add_argument("--mask-seconds", type=_positive_float, default=2.0, metavar="S",
+                   help="mask time limit per step (default 2)")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 on any untyped error or overrun")
+    p.add_argument("--json", metavar="OUT", help="write the per-family results as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_fuzz)
 
 
 def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
@@ -619,6 +652,21 @@ def _cmd_bench_batch(args: argparse.Namespace) -> int:
         pool=args.pool, seed=args.seed, peers=peers, threads=args.threads)
     _write_json(args.json, result)
     fails = batch_bench.failed_targets(result) if args.check else []
+    for line in fails:
+        print(f"automask: check failed: {line}", file=sys.stderr)
+    return EXIT_CHECK_FAILED if fails else 0
+
+
+def _cmd_bench_fuzz(args: argparse.Namespace) -> int:
+    from automask.bench import fuzz
+
+    result = fuzz.run_fuzz(cases_per_family=args.cases, seed=args.seed,
+                           families=_comma_list([args.families]),
+                           tokenizer_path=args.tokenizer, data_path=args.data,
+                           compile_seconds=args.compile_seconds,
+                           mask_seconds=args.mask_seconds)
+    _write_json(args.json, result)
+    fails = fuzz.failed_targets(result) if args.check else []
     for line in fails:
         print(f"automask: check failed: {line}", file=sys.stderr)
     return EXIT_CHECK_FAILED if fails else 0

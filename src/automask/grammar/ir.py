@@ -149,7 +149,9 @@ class Grammar:
         total = 0
         for i, c in enumerate(choices):
             if not isinstance(c, str):
-                raise TypeError(f"choice {i} must be a str, not {type(c).__name__}: {c!r}")
+                # a grammar's content, from the network as often as not: a GrammarError
+                raise GrammarError(f"a choice must be a str, not {type(c).__name__}: "
+                                   f"{c!r:.80}", location=f"choice {i}")
             total += len(c)
             if total > MAX_GRAMMAR_CHARS:
                 raise LimitExceeded(f"the {len(choices):,} choices are more than "
