@@ -160,7 +160,15 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         self.root = Member(self.scoped_uri(self.root_base + "#", self.enter(0, root_base)),
                            schema, self.root_base)
         self._memo: dict[tuple[str, ...], str] = {}
+        self._keys: dict[str, tuple[str, ...]] = {}  # conjunction rule -> its key
         self._sites: dict[str, str] = {}  # memo rule -> the member URI it compiles first
+        # Conjunctions being compiled at the current instance position, and per compile
+        # under way the open ones it read as their local part (see conj_ref: a reference
+        # back at the same position). A rule that read some is right only where they are
+        # open: it is kept in _scoped, with their keys, not in _memo.
+        self._here: set[tuple[str, ...]] = set()
+        self._assumed: list[set[tuple[str, ...]]] = []
+        self._scoped: dict[tuple[str, ...], list[tuple[frozenset, str]]] = {}
         # Per member (by uri): its string constraints and the values its ``not`` excludes,
         # read once for all the values of an enum (thousands, each checked against both).
         self._strings_of: dict[str, rx.Node] = {}
@@ -184,7 +192,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
     def empty_at(self, rule: str | None) -> EmptyLanguage:
         """The error for a schema that accepts nothing, at the position to blame (the
         conjunction behind ``rule``: a lone member, or the members that contradict)."""
-        names = {name: key for key, name in self._memo.items()}
+        names = self._keys
         if rule is not None and rule.endswith("+ws"):  # a rule's leading twin (JsonPieces)
             rule = rule[:-3]
         if rule not in names:  # a helper rule of an object or array: its conjunction's
@@ -223,22 +231,78 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         return None
 
     def conj_ref(self, members: list[Member]) -> Expr:
-        """A rule for the conjunction of ``members`` (memoized; recursion-safe)."""
+        """A rule for the conjunction of ``members`` (memoized; recursion-safe).
+
+        Schemas that refer to themselves at the same instance position (through
+        ``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else`` or the
+        dependency keywords, without going into a property or an item) are read as
+        their greatest fixpoint: the reference back adds no constraint beyond the ones
+        the schema states itself. So ``{"$ref": "#"}`` and ``{"anyOf": [{"$ref": "#"}]}``
+        accept any JSON value, ``{"type": "string", "anyOf": [{"$ref": "#"}]}`` any
+        string, and ``{"anyOf": [{"$ref": "#"}, {"type": "string"}]}`` anything, as
+        ``allOf`` and ``$ref`` cycles always were. (The specification leaves such
+        schemas undefined: a validator following the reference would never stop. The
+        reading is the one under which the reference is a constraint that holds of
+        whatever satisfies the rest.) A conjunction met again at the position where it
+        is open stands for its local part (:meth:`typed`: every keyword but the
+        in-place combinators), which for combinators other than ``not`` gives the
+        greatest fixpoint exactly (one step down from "anything" reaches it). A schema
+        that negates itself (``{"not": {"$ref": "#"}}``) has no fixpoint at all; the same
+        substitution reads it too (as any value, there).
+        """
         members = self.expand(members)
         if members is None:
             return Terminal(rx.EMPTY)
         if not members:
             return self.json.any_value()
         key = tuple(sorted({m.uri for m in members}))
+        if key in self._here:  # met again where it is open: its local part
+            self._assumed[-1].add(key)
+            return self._local_ref(key, members)
         name = self._memo.get(key)
         if name is None:
-            if len(self._memo) >= self.options.max_rules:
-                raise LimitExceeded(f"schema needs more than {self.options.max_rules} rules")
-            check_time_now()  # distributions (oneOf, not, anyOf subsets) can multiply rules
-            name = f"s{len(self._memo)}:{key[0].rsplit('#', 1)[-1][-40:] or '/'}"
+            for needs, scoped in self._scoped.get(key, ()):
+                if needs <= self._here:  # made where the same ones were open
+                    self._assumed[-1] |= needs
+                    return Ref(scoped)
+            name = self._new_rule(key, members)
             self._memo[key] = name
-            self._sites[name] = members[0].uri  # the position (the others hold there too)
-            self.rules[name] = self.conj(members)
+            self._here.add(key)
+            self._assumed.append(set())
+            try:
+                self.rules[name] = self.conj(members)
+            finally:
+                self._here.discard(key)
+                needs = self._assumed.pop()
+            needs.discard(key)
+            if needs:
+                # It read enclosing conjunctions as their local parts: right where they
+                # are open (at this position), not elsewhere. (Only conjunctions made in
+                # place are ever read so, and those hold a rest member, ``…/~anyOf`` and
+                # the like, which no plain schema expands to: a reference from inside a
+                # value never meets one, so a memo hit from there is never one of these.)
+                del self._memo[key]
+                self._scoped.setdefault(key, []).append((frozenset(needs), name))
+                self._assumed[-1] |= needs
+        return Ref(name)
+
+    def _new_rule(self, key: tuple[str, ...], members: list[Member]) -> str:
+        if len(self._keys) >= self.options.max_rules:
+            raise LimitExceeded(f"schema needs more than {self.options.max_rules} rules")
+        check_time_now()  # distributions (oneOf, not, anyOf subsets) can multiply rules
+        name = f"s{len(self._keys)}:{key[0].rsplit('#', 1)[-1][-40:] or '/'}"
+        self._keys[name] = key
+        self._sites[name] = members[0].uri  # the position (the others hold there too)
+        return name
+
+    def _local_ref(self, key: tuple[str, ...], members: list[Member]) -> Expr:
+        """A rule for the local part of an open conjunction (see :meth:`conj_ref`)."""
+        local = ("~local", *key)
+        name = self._memo.get(local)
+        if name is None:
+            name = self._new_rule(key, members)
+            self._memo[local] = name
+            self.rules[name] = self.typed(members)
         return Ref(name)
 
     def expand(self, members: list[Member]) -> list[Member] | None:
@@ -453,10 +517,15 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             scalar = rx.alt(scalar, numeric)
         if scalar is not rx.EMPTY:
             alternatives.append(Terminal(scalar))
-        if "object" in types:
-            alternatives.append(self.object(members))
-        if "array" in types:
-            alternatives.append(self.array(members))
+        if "object" in types or "array" in types:
+            here, self._here = self._here, set()  # values inside: another instance position
+            try:
+                if "object" in types:
+                    alternatives.append(self.object(members))
+                if "array" in types:
+                    alternatives.append(self.array(members))
+            finally:
+                self._here = here
         if not alternatives:
             return Terminal(rx.EMPTY)
         return alternatives[0] if len(alternatives) == 1 else Choice(tuple(alternatives))
