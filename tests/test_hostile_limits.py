@@ -150,6 +150,32 @@ def test_choices_stop_at_their_limits():
     assert Grammar.from_choices(words[:1000], max_seconds=None).source == "choices"
 
 
+def test_wide_alternations_mask_within_the_mask_limit(tiny_bpe_vocab):
+    """The first mask of 300,000 choices ran 12 s against the 5 s mask limit: each derivative
+    of the alternation passed over every word (and between two reads of the clock). Wide
+    alternations of literals are prefix trees now: a derivative is one branch."""
+    from automask.regex import nodes as rx
+    from automask.regex.parser import TRIE_BRANCHES, literal_trie
+
+    words = _words(30_000)
+    node = literal_trie([w.encode() for w in words])
+    assert node.kind == rx.K_ALT and len(node.items) <= 26  # one branch per first letter
+    for grammar in (Grammar.from_choices(words, max_seconds=None),
+                    Grammar.from_regex("|".join(words), max_seconds=None)):
+        (lexeme,) = grammar.lexemes
+        assert lexeme is node
+        compiled = automask.compile(grammar, tiny_bpe_vocab,
+                                    limits=automask.Limits(max_mask_seconds=1))
+        start = time.process_time()
+        Matcher(compiled).mask_words()  # (an alternation took 3 s here)
+        assert time.process_time() - start < 1
+    # few branches, or branches that are not literals: the alternation as it was
+    assert Grammar.from_regex("|".join(words[:TRIE_BRANCHES])).lexemes[0] is rx.alt_of(
+        rx.literal(w.encode()) for w in words[:TRIE_BRANCHES])
+    mixed = "|".join(words[:1000] + ["x[0-9]"])
+    assert Grammar.from_regex(mixed).lexemes[0].kind == rx.K_ALT
+
+
 def test_gbnf_and_lark_stop_at_their_limits():
     words = _words(60_000)
     gbnf = "root ::= " + " | ".join(f'"{w}"' for w in words) + "\n"

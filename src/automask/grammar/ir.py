@@ -157,16 +157,20 @@ class Grammar:
                 raise LimitExceeded(f"the {len(choices):,} choices are more than "
                                     f"{MAX_GRAMMAR_CHARS:,} characters long together (the "
                                     "limit)", f"choice {i}")
+        from automask.regex.parser import literal_trie
+
         with paused_gc(), time_budget(max_seconds, "reading the choices", start_now=True):
-            literals = []
+            texts = []
             for i, c in enumerate(choices):
                 try:
-                    literals.append(rx.literal(c.encode("utf-8")))
+                    texts.append(c.encode("utf-8"))
                 except UnicodeEncodeError as e:
                     raise GrammarError(f"choice {i} has a lone surrogate U+{ord(c[e.start]):04X}"
                                        ", which has no UTF-8 form", f"choice {i}, col {e.start + 1}"
                                        ) from None
-            return lower({"root": Terminal(rx.alt_of(literals))}, "root", source="choices")
+            node = (literal_trie(texts) if len(texts) > TRIE_CHOICES
+                    else rx.alt_of(rx.literal(t) for t in texts))
+            return lower({"root": Terminal(node)}, "root", source="choices")
 
     @classmethod
     def from_gbnf(cls, text: str, *, max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
@@ -274,6 +278,11 @@ MAX_GRAMMAR_CHARS = 1 << 20
 #: (real grammars nest a few levels; a regex allows 64 groups)
 MAX_NESTING = 100
 SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
+
+
+#: more choices than this are one prefix tree (see regex.parser.literal_trie), fewer an
+#: alternation of literals
+TRIE_CHOICES = 256
 
 
 def _check_length(text: str, what: str, where) -> None:

