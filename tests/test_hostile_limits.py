@@ -153,15 +153,19 @@ def test_choices_stop_at_their_limits():
 def test_wide_alternations_mask_within_the_mask_limit(tiny_bpe_vocab):
     """The first mask of 300,000 choices ran 12 s against the 5 s mask limit: each derivative
     of the alternation passed over every word (and between two reads of the clock). Wide
-    alternations of literals are prefix trees now: a derivative is one branch."""
+    alternations of literals (choices, regex, GBNF, Lark) are prefix trees now: a derivative
+    is one branch."""
     from automask.regex import nodes as rx
     from automask.regex.parser import TRIE_BRANCHES, literal_trie
 
     words = _words(30_000)
     node = literal_trie([w.encode() for w in words])
     assert node.kind == rx.K_ALT and len(node.items) <= 26  # one branch per first letter
+    alternatives = " | ".join(f'"{w}"' for w in words)
     for grammar in (Grammar.from_choices(words, max_seconds=None),
-                    Grammar.from_regex("|".join(words), max_seconds=None)):
+                    Grammar.from_regex("|".join(words), max_seconds=None),
+                    Grammar.from_gbnf("root ::= " + alternatives, max_seconds=None),
+                    Grammar.from_lark("start: " + alternatives, max_seconds=None)):
         (lexeme,) = grammar.lexemes
         assert lexeme is node
         compiled = automask.compile(grammar, tiny_bpe_vocab,

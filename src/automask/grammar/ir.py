@@ -28,6 +28,7 @@ from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
 from automask.gc_pause import paused_gc, untrack
 from automask.regex import nodes as rx
+from automask.regex.parser import alternation, literal_trie
 
 # --------------------------------------------------------------------------- expressions
 
@@ -157,8 +158,6 @@ class Grammar:
                 raise LimitExceeded(f"the {len(choices):,} choices are more than "
                                     f"{MAX_GRAMMAR_CHARS:,} characters long together (the "
                                     "limit)", f"choice {i}")
-        from automask.regex.parser import literal_trie
-
         with paused_gc(), time_budget(max_seconds, "reading the choices", start_now=True):
             texts = []
             for i, c in enumerate(choices):
@@ -417,7 +416,7 @@ class _Lowerer:
             parts = [self.expr_regex(i) for i in e.items]
             if any(p is None for p in parts):
                 return None
-            return rx.concat(*parts) if isinstance(e, Seq) else rx.alt_of(parts)
+            return rx.concat(*parts) if isinstance(e, Seq) else alternation(parts)
         if isinstance(e, Repeat):
             inner = self.expr_regex(e.item)
             return None if inner is None else rx.repeat(inner, e.lo, e.hi)

@@ -53,7 +53,8 @@ from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.regex import nodes as rx
 from automask.regex import utf8
 
-__all__ = ["MAX_DEPTH", "MAX_REPEAT", "literal_trie", "parse_regex", "parse_regex_search"]
+__all__ = ["MAX_DEPTH", "MAX_REPEAT", "alternation", "literal_trie", "parse_regex",
+           "parse_regex_search"]
 
 MAX_REPEAT = 100_000
 """Largest bound accepted in ``{m,n}``: past it the automata stop being cheap."""
@@ -227,7 +228,7 @@ TRIE_BRANCHES = 256
 """Alternations of more literal branches than this are built as a prefix tree."""
 
 
-def _alternation(nodes: list[rx.Node]) -> rx.Node:
+def alternation(nodes: list[rx.Node]) -> rx.Node:
     """``rx.alt_of(nodes)``; a wide alternation of literals (``apple|apricot|…``) as a
     prefix tree (:func:`literal_trie`), whose derivatives do not pass over every branch."""
     if len(nodes) > TRIE_BRANCHES:
@@ -612,7 +613,7 @@ class _Compiler:
             for branch in ast[1]:
                 for key, node in self.compile(branch, can_start, can_end).items():
                     collected.setdefault(key, []).append(node)
-            return {key: _alternation(nodes) for key, nodes in collected.items()}
+            return {key: alternation(nodes) for key, nodes in collected.items()}
         return self.sequence(ast[1], can_start, can_end)
 
     def anchor(self, kind: str, pos: int, allowed: bool) -> dict[Key, rx.Node]:
