@@ -145,44 +145,6 @@ def _minimum(node: rx.Node) -> rx.Node:
 # --------------------------------------------------------------------------- helpers
 
 
-def literal_trie(texts: list[bytes]) -> rx.Node:
-    """The byte strings ``texts`` as a prefix tree: ``a(bc|d)|x`` rather than ``abc|ad|x``.
-
-    The same language as their alternation, but a derivative by one byte is the one
-    branch under that byte, where the alternation's is a pass over every string: the
-    first mask of 50,000 words took 5.3 s of CPU as an alternation, 0.5 s as a tree.
-    Built with a stack of our own (choices may be long), one frame per shared prefix.
-    """
-    texts = sorted(set(texts))
-    # a frame: [lo, hi, depth, next, parts, byte]: texts[lo:hi] share their first depth
-    # bytes; parts are the branches built so far (texts[lo:next] done); byte led here
-    stack: list[list] = [[0, len(texts), 0, 0, [], None]]
-    while True:
-        check_time()
-        frame = stack[-1]
-        lo, hi, depth, i, parts, _ = frame
-        if i == lo and i < hi and len(texts[i]) == depth:  # (the shortest sorts first)
-            parts.append(rx.EPS)
-            i += 1
-        if i < hi:
-            b = texts[i][depth]
-            j = hi if b == 255 else bisect.bisect_left(
-                texts, texts[i][:depth] + bytes([b + 1]), i, hi)
-            frame[3] = j
-            if j - i == 1:  # one text below: the rest of it
-                parts.append(rx.literal(texts[i][depth:]))
-            else:
-                stack.append([i, j, depth + 1, i, [], b])
-            continue
-        node = rx.alt_of(parts)
-        stack.pop()
-        if not stack:
-            return node
-        stack[-1][4].append(rx.concat(rx.byte_set(1 << frame[5]), node))
-
-
-
-
 def _err(message: str, pos: int) -> GrammarError:
     return GrammarError(message, location=f"col {pos + 1}")
 
@@ -225,17 +187,79 @@ def _cat(*parts: rx.Node) -> rx.Node:
 
 
 TRIE_BRANCHES = 256
-"""Alternations of more literal branches than this are built as a prefix tree."""
+"""Alternations of more branches than this are built as a prefix tree (:func:`alternation`)."""
+
+
+def literal_trie(texts: list[bytes]) -> rx.Node:
+    """The byte strings ``texts`` as a prefix tree: ``a(bc|d)|x`` rather than ``abc|ad|x``.
+
+    The same language as their alternation, but a derivative by one byte is the one
+    branch under that byte, where the alternation's is a pass over every string: the
+    first mask of 50,000 words took 5.3 s of CPU as an alternation, 0.5 s as a tree.
+    """
+    texts = sorted(set(texts))
+    return _prefix_tree(texts, lambda t, d: rx.byte_set(1 << t[d]),
+                        lambda t, d: rx.literal(t[d:]),
+                        lambda t, d: None if t[d] == 255 else t[:d] + bytes([t[d] + 1]))
 
 
 def alternation(nodes: list[rx.Node]) -> rx.Node:
-    """``rx.alt_of(nodes)``; a wide alternation of literals (``apple|apricot|…``) as a
-    prefix tree (:func:`literal_trie`), whose derivatives do not pass over every branch."""
-    if len(nodes) > TRIE_BRANCHES:
-        texts = [_literal_bytes(n) for n in nodes]
-        if all(t is not None for t in texts):
-            return literal_trie(texts)
-    return rx.alt_of(nodes)
+    """``rx.alt_of(nodes)``, a wide one as a prefix tree: of bytes when every branch is a
+    literal (:func:`literal_trie`), else of the branches' concatenated parts
+    (``[0-9]a|[0-9]b|x`` as ``[0-9](a|b)|x``), so that its derivatives pass over the
+    branches that share a first part once, not over every branch."""
+    if len(nodes) <= TRIE_BRANCHES:
+        return rx.alt_of(nodes)
+    texts = [_literal_bytes(n) for n in nodes]
+    if all(t is not None for t in texts):
+        return literal_trie(texts)
+    chains: dict[tuple[int, ...], tuple[rx.Node, ...]] = {}
+    for n in nodes:
+        parts = []
+        while n.kind == rx.K_CONCAT:
+            parts.append(n.a)
+            n = n.b
+        if n is not rx.EPS:
+            parts.append(n)
+        chains[tuple(p.uid for p in parts)] = tuple(parts)
+    keys = sorted(chains)
+    return _prefix_tree(keys, lambda k, d: chains[k][d],
+                        lambda k, d: rx.concat(*chains[k][d:]),
+                        lambda k, d: k[:d] + (k[d] + 1,))
+
+
+def _prefix_tree(keys: list, part, rest, above) -> rx.Node:
+    """The alternation of the sequences ``keys`` (sorted, distinct) as a prefix tree.
+
+    ``part(k, d)``: the node of the ``d``-th element of ``k``; ``rest(k, d)``: the node
+    of ``k`` from its ``d``-th element on; ``above(k, d)``: the least sequence after every
+    one that starts like ``k[:d + 1]`` (None: none). Built with a stack of our own
+    (the sequences may be long), one frame per shared prefix.
+    """
+    # a frame: [lo, hi, depth, next, branches, key that led here]: keys[lo:hi] share their
+    # first ``depth`` elements; the branches so far stand for keys[lo:next]
+    stack: list[list] = [[0, len(keys), 0, 0, [], None]]
+    while True:
+        check_time()
+        frame = stack[-1]
+        lo, hi, depth, i, branches, _ = frame
+        if i == lo and i < hi and len(keys[i]) == depth:  # (the shortest sorts first)
+            branches.append(rx.EPS)
+            i += 1
+        if i < hi:
+            bound = above(keys[i], depth)
+            j = hi if bound is None else bisect.bisect_left(keys, bound, i, hi)
+            frame[3] = j
+            if j - i == 1:  # one sequence below: the rest of it
+                branches.append(rest(keys[i], depth))
+            else:
+                stack.append([i, j, depth + 1, i, [], keys[i]])
+            continue
+        node = rx.alt_of(branches)
+        stack.pop()
+        if not stack:
+            return node
+        stack[-1][4].append(rx.concat(part(frame[5], depth - 1), node))
 
 
 def _literal_bytes(node: rx.Node) -> bytes | None:
