@@ -69,7 +69,7 @@ def bounded_body(node: rx.Node) -> BoundedBody | None:
 
 
 MAX_SLACK_STATES = 1024
-_slacks: dict[int, int | None] = {}
+_slacks: dict[int, int | None] = rx.uid_keyed({})  # (an entry goes with its node)
 
 
 def _slack(content: rx.Node) -> int | None:
@@ -119,7 +119,7 @@ def _slack(content: rx.Node) -> int | None:
     return found
 
 
-_single: dict[int, bool] = {}
+_single: dict[int, bool] = rx.uid_keyed({})
 
 
 def _one_code_point(char: rx.Node) -> bool:

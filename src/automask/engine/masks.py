@@ -66,20 +66,30 @@ class BoundedCache(dict):
         self.budget = budget
         self.used = 0
         self._costs: dict = {}
+        self._anchors: dict = {}  # key -> what the entry holds alive beside its value
 
-    def put(self, key, value, cost: int):
+    def put(self, key, value, cost: int, anchor=None):
+        """Keep ``value`` under ``key``; ``anchor``: an object held as long as the entry is
+        (a regex node whose uid is in the key: interning is weak, see automask.regex.nodes)."""
         if key in self:
             self.used -= self._costs.pop(key, 0)
+            self._anchors.pop(key, None)
         if self.used + cost > self.budget:
             target = self.budget * 3 // 4 - cost
+            anchors = self._anchors
             for old in list(self.keys()):
                 if self.used <= target:
                     break
                 self.pop(old, None)
                 self.used -= self._costs.pop(old, 0)
+                if anchors:
+                    anchors.pop(old, None)
         self[key] = value
         self._costs[key] = cost
         self.used += cost
+        if anchor is not None:
+            self._anchors[key] = anchor
+            untrack(self._anchors)  # (nodes: in no cycle)
         # Out of the collector's sight (an insert of a tracked tuple tracks a dict again):
         # what a cache holds never refers back to it, and a full collection would otherwise
         # walk every entry of the shared scans (100k+ in a long run) each time. (``_costs``
@@ -304,7 +314,11 @@ class MaskComputer:
             part = finish(inside)
         crossing = _kept(crossing)
         by_node = _kept([(lexer.nodes[after][0], child) for after, child in crossing])
-        shared.put(key, _kept((part, by_node)), _scan_cost(part if own_part else None, crossing))
+        # The entry holds its node: interning is weak (see automask.regex.nodes), and the
+        # next schema that builds this lexeme must find it again under the same uid.
+        shared.put(key, _kept((part, by_node)),
+                   _scan_cost(part if own_part else None, crossing) + SHARED_ENTRY_COST
+                   + NODE_COST * (1 + len(by_node)), anchor=node)
         return part, crossing
 
     def _reuse(self, state: int, finish) -> Reuse | None:
@@ -552,6 +566,11 @@ class MaskComputer:
 # schema sharing keys, strings and patterns; on MaskBench (3,000 schemas) 48 MB kept
 # 21k scans, 256 MB 115k, and the mean mask time fell ~4% (1 GB, all of them: ~10%).
 SHARED_SCAN_BYTES = 256 << 20
+#: what a shared scan costs beyond its arrays' bytes and _scan_cost's 200: its key (a
+#: 256-bit follow set among its ints), tuples, array headers and three dict slots
+SHARED_ENTRY_COST = 300
+#: what a regex node a shared scan holds costs (the node, its memos, its table entries)
+NODE_COST = 600
 _shared_lock = threading.Lock()
 
 

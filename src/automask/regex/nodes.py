@@ -17,12 +17,23 @@ derivative, cached) and collapsed to ``EMPTY`` by the constructors and by
 Derivatives are computed per *byte class* (bytes that lead to the same
 derivative), so materializing a DFA row costs one derivative per class, not
 256. See Owens, Reppy, Turon, "Regular-expression derivatives reexamined".
+
+Interning is weak, and every memo lives on its node: a node stays while a
+grammar, a lexer state, a bounded cache, a parent node or the ring of the
+most recently made nodes (:data:`RECENT_NODES`) holds it, and is freed with
+its memos after that, so a process that compiles a new schema per request
+keeps a bounded set of nodes. Uids are never reused: a node made again
+after its key's node was freed is a new node, and no uid-keyed cache entry
+of the freed one can be met by it.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import threading
+import weakref
+from _weakref import _remove_dead_weakref
 from collections.abc import Iterable
 
 from automask.budget import check_time
@@ -41,31 +52,98 @@ class Node:
     """An interned regular expression over bytes. Build with the functions below."""
 
     __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid", "plain",
-                 "counted", "_cuts", "_derivs")
+                 "counted", "_cuts", "_derivs",
+                 # memos of the functions below, kept on the node so that they go with it
+                 "_live", "_first", "_cont", "_fin", "_forced", "_meas", "_alpha",
+                 "_alpha_text", "_req", "_clamps", "_incl", "__weakref__")
 
     def __repr__(self) -> str:
         return f"<Node {to_pattern(self)}>"
 
 
-# Nodes live until the process ends, so the collector is kept from walking them: each
-# node and its members' tuple are untracked, the table maps a key (ints and strings,
-# untracked too) to a uid, and derivative memos hold uids: a dict that holds no
-# tracked object stays untracked. Millions of nodes then cost full collections nothing.
-_intern: dict[tuple, int] = {}
-_by_uid: list[Node] = []  # every node by uid
+class _Ref(weakref.ref):
+    """A node's weak reference: the value of its entries in the tables below."""
+
+    __slots__ = ("key", "uid")
+
+
+# Interning is weak: the table maps a node's key to a weak reference, so a node lives as
+# long as something outside the table holds it (a grammar, a lexer state, a cache, a
+# parent node) and is then freed with everything memoized on it; a server compiling a
+# new schema per request keeps only the nodes its live grammars and bounded caches
+# reach. Nodes refer only to older nodes (their parts), and memos that name other
+# nodes (derivatives, clamps) hold uids, looked up in _by_uid, so reference counting
+# alone frees them: no cycle, and the collector is kept from walking them (each node,
+# its members' tuple, its reference and its key are untracked, and so are the tables;
+# a memo of ints stays untracked by itself).
+# Uids come from a counter and are never reused, so a uid-keyed cache entry of a freed
+# node is never met by another node: a node made again under the same key is a new
+# node, with a new uid and empty memos.
+_intern: dict[tuple, _Ref] = {}  # key -> the live node's reference
+_by_uid: dict[int, _Ref] = {}  # uid -> the live node's reference
+untrack(_intern)
 untrack(_by_uid)
 _lock = threading.Lock()
-_next_uid = 0
+_uids = itertools.count()
+#: How many of the most recently made nodes are held whatever else holds them. Work
+#: moves between related nodes that nothing else holds for long (a liveness search's
+#: derivatives, met again by the next derivative's search; what a compile builds and
+#: its first masks derive), and these keep their memos for it. The set a process keeps
+#: is then what its live grammars and bounded caches reach plus these.
+RECENT_NODES = 1 << 15
+_recent: collections.deque[Node] = collections.deque(maxlen=RECENT_NODES)
+untrack(_recent)
+_uid_tables: list[dict] = []  # other modules' tables keyed by node uid (see uid_keyed)
+
+
+def keep_recent(count: int) -> None:
+    """Hold the ``count`` most recently made nodes (see :data:`RECENT_NODES`)."""
+    global _recent
+    with _lock:
+        recent = collections.deque(_recent, maxlen=max(count, 0))
+        untrack(recent)
+        _recent = recent
+
+
+def uid_keyed(table: dict) -> dict:
+    """Register ``table``, a dict keyed by node uid: an entry goes when its node is freed
+    (an entry must be made while the node is held, as a memo of it is)."""
+    _uid_tables.append(table)
+    return table
+
+
+def table_sizes() -> dict[str, int]:
+    """The sizes of the module-level tables: live nodes, nodes held as recent, entries of
+    the registered uid-keyed tables."""
+    return {"nodes": len(_intern), "recent": len(_recent),
+            "uid_keyed": sum(len(t) for t in _uid_tables), "codes": len(_codes),
+            "class_runs": len(_runs_cache)}
+
+
+def _gone(ref: _Ref) -> None:
+    """A node was freed: drop its entries (a node made since under its key stays)."""
+    try:
+        _remove_dead_weakref(_intern, ref.key)
+        uid = ref.uid
+        _by_uid.pop(uid, None)
+        for table in _uid_tables:
+            table.pop(uid, None)
+    except Exception:  # (at interpreter exit the module may be half torn down)
+        pass
 
 
 def _interned(key: tuple) -> Node | None:
-    """The node already made under ``key``, if any."""
-    uid = _intern.get(key)
-    return None if uid is None else _by_uid[uid]
+    """The node already made under ``key``, if any (and alive)."""
+    ref = _intern.get(key)
+    return None if ref is None else ref()
+
+
+def node_count() -> int:
+    """How many nodes are alive (interned) now."""
+    return len(_intern)
 
 
 def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
-    global _next_uid
     node = _interned(key)
     if node is not None:
         return node
@@ -91,19 +169,35 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         node.counted = kind == K_AND or (
             kind == K_REPEAT and (node.hi is not None or node.lo >= 2)) or any(
             c.counted for c in parts)
-        node.uid = _next_uid
-        _next_uid += 1
-        _by_uid.append(node)
-        node._cuts = None
+        node.uid = uid = next(_uids)
+        node._cuts = node._live = node._first = node._cont = node._forced = None
+        node._meas = node._alpha = node._alpha_text = node._req = None
+        node._clamps = node._incl = None
+        node._fin = _UNKNOWN
         node._derivs = {}
+        ref = _Ref(node, _gone)
+        ref.key = key
+        ref.uid = uid
+        untrack(ref)
         untrack(node)
         if node.items:
             untrack(node.items)
         untrack(key)
-        _intern[key] = node.uid
+        _intern[key] = ref
+        _by_uid[uid] = ref
+        untrack(_intern)  # (an insert of a reference tracks a dict again)
+        untrack(_by_uid)
+        _recent.append(node)  # (the oldest one is let go)
         return node
 
 
+def _alive(uid: int) -> Node | None:
+    """The node of ``uid`` while it is alive (memos naming other nodes hold their uids)."""
+    ref = _by_uid.get(uid)
+    return None if ref is None else ref()
+
+
+_UNKNOWN = object()
 EMPTY = _make(("empty",), K_EMPTY, False)
 EPS = _make(("eps",), K_EPS, True)
 
@@ -298,24 +392,20 @@ def _drop_subsumed(members: dict[int, Node]) -> None:
         del members[uid]
 
 
-_alphabets: dict[int, int] = {}
-_alphabets_beside: dict[int, int] = {}  # the same, whole characters counted as no byte
-
-
 def _alphabet(node: Node, whole: Node | None = None) -> int:
     """The bytes ``node``'s strings can contain (an over-approximation).
 
     With ``whole`` (the any-character node), its occurrences count as no byte:
     a result within ASCII then says ``node`` is built of whole characters, so
     it matches valid text only."""
-    memo = _alphabets if whole is None else _alphabets_beside
-    found = memo.get(node.uid)
+    slot = "_alpha" if whole is None else "_alpha_text"  # (memoized on the node)
+    found = getattr(node, slot)
     if found is not None:
         return found
     bits, seen, stack = 0, set(), [node]
     while stack:  # iterative: concatenation chains can be long
         n = stack.pop()
-        known = memo.get(n.uid)
+        known = getattr(n, slot)
         if known is not None:
             bits |= known
         elif n is not whole and n.uid not in seen:
@@ -327,14 +417,14 @@ def _alphabet(node: Node, whole: Node | None = None) -> int:
                 break
             else:
                 stack.extend(c for c in (n.a, n.b, *n.items) if c is not None)
-    memo[node.uid] = bits
+    setattr(node, slot, bits)
     return bits
 
 
 def _required(node: Node) -> int:
     """The bytes every string of ``node`` contains (an under-approximation: a single
     byte where one is forced, e.g. the ``T`` of a date-time pattern)."""
-    found = _required_memo.get(node.uid)
+    found = node._req
     if found is not None:
         return found
     bits = 0
@@ -357,11 +447,8 @@ def _required(node: Node) -> int:
         bits |= _required(n.a)
     elif k == K_EMPTY:
         bits = FULL_BITS  # no string at all: vacuously
-    _required_memo[node.uid] = bits
+    node._req = bits
     return bits
-
-
-_required_memo: dict[int, int] = {}
 
 
 def _disjoint(items: tuple[Node, ...]) -> bool:
@@ -383,25 +470,22 @@ def complement(a: Node) -> Node:
     return node if is_live(node) else EMPTY
 
 
-_live: dict[int, bool] = {}
-
-
 def is_live(node: Node) -> bool:
     """Whether ``node`` matches at least one string (exact; bounded search)."""
     if node.plain:
         return node is not EMPTY
-    known = _live.get(node.uid)
+    known = node._live
     if known is not None:
         return known
     found = True if node.nullable else _live_by_parts(node)
     if found is None and node.kind == K_AND and _disjoint(node.items):
         found = False
     if found is not None:
-        _live[node.uid] = found
+        node._live = found
         return found
     # Depth first, one derivative at a time (ASCII classes first: text ends
     # sooner through them), so a live node usually costs a path, not a tree.
-    seen = {node.uid}
+    seen = {node.uid: node}
     stack = [(node, iter(_search_order(node)))]
     found = False
     while stack:
@@ -413,7 +497,7 @@ def is_live(node: Node) -> bool:
         d = _raw_derive(n, lo)
         if d is EMPTY or d.uid in seen:
             continue
-        if d.nullable or d.plain or _live.get(d.uid):
+        if d.nullable or d.plain or d._live:
             found = True
             break
         if len(seen) >= MAX_LIVENESS_STATES:
@@ -422,16 +506,16 @@ def is_live(node: Node) -> bool:
             raise LimitExceeded(
                 f"cannot decide whether an intersection/complement matches anything within "
                 f"{MAX_LIVENESS_STATES} states")
-        seen.add(d.uid)
+        seen[d.uid] = d
         stack.append((d, iter(_search_order(d))))
         if not len(seen) & 63:
             check_time()
     if found:  # every node on the path down to the live one is live as well
         for n, _ in stack:
-            _live[n.uid] = True
+            n._live = True
     else:
-        for uid in seen:
-            _live[uid] = False
+        for n in seen.values():
+            n._live = False
     return found
 
 
@@ -510,7 +594,11 @@ def derive(node: Node, byte: int) -> Node:
     """The derivative of ``node`` by one byte (memoized on the node)."""
     uid = node._derivs.get(byte)
     if uid is not None:
-        return _by_uid[uid]
+        ref = _by_uid.get(uid)
+        if ref is not None:
+            d = ref()
+            if d is not None:
+                return d  # (else the derivative was freed since: it is made again)
     k = node.kind
     if k == K_BYTES:
         d = EPS if (node.bits >> byte) & 1 else EMPTY
@@ -604,23 +692,21 @@ def clamp(node: Node, limit: int) -> Node:
     """
     if not node.counted:
         return node
-    key = (node.uid, limit)
-    uid = _clamped.get(key)
-    if uid is not None:
-        return _by_uid[uid]
+    found = _clamped(node, limit)
+    if found is not None:
+        return found
     k = node.kind
     if k == K_CONCAT:  # along the right spine without recursion: literals are long chains
         spine, chain = [], []
         n = node
-        while n.kind == K_CONCAT and (n.uid, limit) not in _clamped:
+        while n.kind == K_CONCAT and _clamped(n, limit) is None:
             spine.append(n.a)
             chain.append(n)
             n = n.b
         out = clamp(n, limit)
         for part, whole in zip(reversed(spine), reversed(chain), strict=True):
             out = _concat2(clamp(part, limit), out)
-            if len(_clamped) < 1_000_000:  # a literal's derivatives are its suffixes: met next
-                _clamped[(whole.uid, limit)] = out.uid
+            _keep_clamped(whole, limit, out)  # a literal's derivatives are its suffixes: met next
     elif k == K_ALT:
         out = alt_of(clamp(m, limit) for m in node.items)
     elif k == K_REPEAT:
@@ -636,9 +722,21 @@ def clamp(node: Node, limit: int) -> Node:
         out = _clamp_and(node, limit)
     else:  # bytes, empty, eps, and complements kept whole
         out = node
-    if len(_clamped) < 1_000_000:
-        _clamped[key] = out.uid
+    _keep_clamped(node, limit, out)
     return out
+
+
+def _clamped(node: Node, limit: int) -> Node | None:
+    """``clamp(node, limit)`` if it is memoized (on ``node``) and still alive."""
+    memo = node._clamps
+    uid = None if memo is None else memo.get(limit)
+    return None if uid is None else _alive(uid)
+
+
+def _keep_clamped(node: Node, limit: int, out: Node) -> None:
+    if node._clamps is None:
+        node._clamps = {}
+    node._clamps[limit] = out.uid
 
 
 def _iterations_within(body: Node, limit: int) -> int:
@@ -699,10 +797,9 @@ def _included(small: Node, big: Node) -> bool:
     met, so the derivatives of ``small`` met later (the next positions of a
     text under a length bound) answer at once.
     """
-    key = (small.uid, big.uid)
-    if key in _inclusions:
+    if _includes(small, big):
         return True
-    seen = {key}
+    seen = {(small.uid, big.uid): (small, big)}
     todo = [(small, big)]
     while todo:
         s, b = todo.pop()
@@ -716,17 +813,22 @@ def _included(small: Node, big: Node) -> bool:
             if db is EMPTY:
                 return False
             pair = (ds.uid, db.uid)
-            if pair not in seen and pair not in _inclusions:
+            if pair not in seen and not _includes(ds, db):
                 if len(seen) >= MAX_INCLUSION_PAIRS:
                     return False
-                seen.add(pair)
+                seen[pair] = (ds, db)
                 todo.append((ds, db))
-    if len(_inclusions) < 1_000_000:
-        _inclusions.update(seen)
+    for s, b in seen.values():  # (memoized on the smaller side: the pair goes with it)
+        if s._incl is None:
+            s._incl = {}
+        s._incl[b.uid] = True
     return True
 
 
-_inclusions: set[tuple[int, int]] = set()
+def _includes(small: Node, big: Node) -> bool:
+    """Whether ``small`` is known to be inside ``big`` (see :func:`_included`)."""
+    found = small._incl
+    return found is not None and big.uid in found
 
 
 def _minlen(node: Node) -> int | None:
@@ -740,7 +842,7 @@ def _completion_bound(node: Node) -> int | None:
 
 
 def _measure(node: Node) -> tuple[int | None, int | None]:
-    found = _measures.get(node.uid)
+    found = node._meas
     if found is not None:
         return found
     k = node.kind
@@ -751,7 +853,7 @@ def _measure(node: Node) -> tuple[int | None, int | None]:
     elif k == K_CONCAT:  # along the right spine without recursion
         spine = []
         n = node
-        while n.kind == K_CONCAT and n.uid not in _measures:
+        while n.kind == K_CONCAT and n._meas is None:
             spine.append(n)
             n = n.b
         out = _measure(n)
@@ -759,7 +861,7 @@ def _measure(node: Node) -> tuple[int | None, int | None]:
             (ma, ra), (mb, rb) = _measure(c.a), out
             out = ((None, None) if None in (ma, ra, mb, rb)
                    else (ma + mb, max(ra + mb, rb)))
-            _measures[c.uid] = out
+            c._meas = out
     elif k == K_ALT:
         parts = [_measure(m) for m in node.items]
         out = ((None, None) if any(None in p for p in parts)
@@ -770,12 +872,8 @@ def _measure(node: Node) -> tuple[int | None, int | None]:
                else (node.lo * ma, max(node.lo * ma, ra + max(node.lo - 1, 0) * ma)))
     else:  # empty, nonempty, intersections, complements, encodings
         out = (None, None)
-    _measures[node.uid] = out
+    node._meas = out
     return out
-
-
-_measures: dict[int, tuple[int | None, int | None]] = {}
-_clamped: dict[tuple[int, int], int] = {}
 
 
 def matches(node: Node, data: bytes) -> bool:
@@ -789,14 +887,13 @@ def matches(node: Node, data: bytes) -> bool:
 
 def can_continue(node: Node) -> bool:
     """Whether some non-empty string extends a match of ``node`` (memoized per node)."""
-    found = _continues.get(node.uid)
+    found = node._cont
     if found is None:
         found = _extends(node) if node.plain else None
         if found is None:
             found = any(derive(node, lo) is not EMPTY
                         for lo, _ in class_runs(class_starts(node)))
-        if len(_continues) < 1_000_000:
-            _continues[node.uid] = found
+        node._cont = found
     return found
 
 
@@ -830,9 +927,6 @@ def _extends(node: Node) -> bool | None:
     return None
 
 
-_continues: dict[int, bool] = {}
-
-
 FINITE_CAP = 256  # finite_strings reads languages of at most this many strings
 
 
@@ -844,12 +938,10 @@ def finite_strings(node: Node, limit: int = 64) -> tuple[bytes, ...] | None:
     character spelled one way, but for one); a node built otherwise that still
     matches few strings is simply not recognized. Memoized per node.
     """
-    found = _finite.get(node.uid, _UNKNOWN)
+    found = node._fin
     if found is _UNKNOWN:
         strings = _finite_set(node, FINITE_CAP)
-        found = None if strings is None else tuple(sorted(strings))
-        if len(_finite) < 1_000_000:
-            _finite[node.uid] = found
+        found = node._fin = None if strings is None else tuple(sorted(strings))
     return found if found is None or len(found) <= limit else None
 
 
@@ -894,15 +986,13 @@ def _finite_set(node: Node, limit: int) -> set[bytes] | None:
     return None
 
 
-_finite: dict[int, tuple[bytes, ...] | None] = {}
-_UNKNOWN = object()
 
 
 def forced_prefix(node: Node) -> bytes:
     """The bytes every match of ``node`` starts with, read off its structure (as
     :func:`finite_strings`; b"" where not recognized): a key's ``name"`` before its
     colon and whitespace, which a token scan follows along one path of the trie."""
-    found = _forced.get(node.uid)
+    found = node._forced
     if found is None:
         parts, chain = [], []
         cur = node
@@ -918,34 +1008,26 @@ def forced_prefix(node: Node) -> bytes:
             whole = finite_strings(cur, 1)
             if whole:
                 parts.append(whole[0])
-        found = b"".join(parts)
-        if len(_forced) < 1_000_000:
-            _forced[node.uid] = found
-            if len(chain) <= FORCED_CHAIN_MEMO:  # a key's derivatives are its suffixes: met next
-                for i in range(1, len(chain)):
-                    _forced[chain[i].uid] = b"".join(parts[i:])
+        found = node._forced = b"".join(parts)
+        if len(chain) <= FORCED_CHAIN_MEMO:  # a key's derivatives are its suffixes: met next
+            for i in range(1, len(chain)):
+                chain[i]._forced = b"".join(parts[i:])
     return found
 
-
-_forced: dict[int, bytes] = {}
 FORCED_CHAIN_MEMO = 256  # chains up to this long keep every suffix's answer (quadratic bytes)
 
 
 def first_bytes(node: Node) -> int:
     """Bitmask of the bytes that can start a non-empty match (memoized: every grammar
     asks it of the lexemes that may follow each of its own)."""
-    bits = _first.get(node.uid)
+    bits = node._first
     if bits is None:
         bits = 0
         for lo, hi in class_runs(class_starts(node)):
             if derive(node, lo) is not EMPTY:
                 bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-        if len(_first) < 1_000_000:  # (bounded, as the other memos here)
-            _first[node.uid] = bits
+        node._first = bits
     return bits
-
-
-_first: dict[int, int] = {}
 
 
 def _bytes_pattern(bits: int) -> str:
