@@ -18,6 +18,9 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
+from automask.bench import memory_bench
 from automask.regex import nodes as rx
 
 PLATEAU_SCRIPT = r"""
@@ -164,3 +167,46 @@ def test_nodes_built_and_dropped_by_threads_stay_interned():
     finally:
         rx.keep_recent(rx.RECENT_NODES)
     assert not errors, errors[0]
+
+
+def test_memory_bench_helpers():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert memory_bench.repeat_of(schema, 0) is schema
+    second = memory_bench.repeat_of(schema, 2)
+    assert set(second["properties"]) == {"a", "automask-repeat-2"} and schema["properties"] == {
+        "a": {"type": "string"}}
+    assert memory_bench.repeat_of({"type": "string"}, 1) is None
+    walks = [memory_bench.Walk("o", schema, (1,)), memory_bench.Walk("s", {"type": "string"}, (2,))]
+    got = list(memory_bench.distinct_schemas(walks, 5))
+    assert [rid for rid, _, _ in got] == ["o", "s", "o#1", "o#2", "o#3"]
+    assert len({json.dumps(s, sort_keys=True) for _, s, _ in got}) == 5
+    assert len(list(memory_bench.distinct_schemas(walks[1:], 3))) == 1  # nothing repeats
+    samples = [{"schemas": n, "rss_mb": rss, "shared_scan_mb": scans, "nodes": nodes}
+               for n, rss, scans, nodes in ((0, 100, 0, 3), (1000, 150, 20, 900),
+                                            (2000, 170, 30, 1000), (3000, 178, 34, 1100),
+                                            (4000, 185, 40, 1200))]
+    check = memory_bench.plateau(samples, 10)  # 10 MB per 1,000 schemas: 20 MB here
+    assert check["from_schemas"] == 2000 and check["rss_growth_mb"] == 15
+    assert check["shared_scan_growth_mb"] == 10 and check["unexplained_mb"] == 5
+    assert check["bound_mb"] == 20 and check["nodes_ratio"] == 1.2 and check["flat"]
+    assert not memory_bench.plateau(samples, 2)["flat"]  # 5 MB over a bound of 4
+    samples[-1]["nodes"] = 1300  # 1.3x the first half's most
+    assert not memory_bench.plateau(samples, 10)["flat"]
+
+
+def test_bench_memory_smoke(shared_data, tmp_path):
+    tokenizer = shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json"
+    data = shared_data / "maskbench-dev.jsonl.gz"
+    if not (tokenizer.exists() and data.exists()):
+        pytest.skip("needs ../shared/data (MaskBench dev set and the Llama-3.1 tokenizer)")
+    out = tmp_path / "memory.json"
+    run = subprocess.run([sys.executable, "-m", "automask.cli", "bench", "memory", "--data",
+                          str(data), "--tokenizer", str(tokenizer), "-n", "30", "--every", "10",
+                          "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "plateau, schemas" in run.stdout
+    result = json.loads(out.read_text())
+    assert [s["schemas"] for s in result["samples"]] == [0, 10, 20, 30]
+    last = result["samples"][-1]
+    assert last["pass"] + last["refused"] + last["error"] == 30 and last["pass"] >= 20
+    assert last["nodes"] > 0 and last["shared_scans"] > 0 and result["plateau"] is not None

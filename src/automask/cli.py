@@ -74,6 +74,7 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     _add_bench_serve(kinds)
     _add_bench_batch(kinds)
     _add_bench_fuzz(kinds)
+    _add_bench_memory(kinds)
 
 
 def _peer_names() -> list[str]:
@@ -293,6 +294,51 @@ def _add_bench_fuzz(kinds: argparse._SubParsersAction) -> None:
                    help="exit 1 on any untyped error or overrun")
     p.add_argument("--json", metavar="OUT", help="write the per-family results as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_fuzz)
+
+
+def _add_bench_memory(kinds: argparse._SubParsersAction) -> None:
+    from automask.bench.memory_bench import (
+        DEFAULT_EVERY,
+        DEFAULT_MAX_GROWTH_MB,
+        DEFAULT_SCHEMAS,
+    )
+
+    p = kinds.add_parser(
+        "memory",
+        help="memory of a long run: N distinct schemas compiled, walked and dropped",
+        description="Compiles N distinct MaskBench schemas one after another in one process, "
+                    "as a server does (each walked on its first valid instance's tokens, then "
+                    "dropped), and reports RSS, collector-tracked objects and the module-level "
+                    "tables (regex nodes, shared scans, ...) every --every schemas. Past the "
+                    "dev set, schemas repeat with an optional root property added. --check "
+                    "exits 1 unless, over the second half, RSS grows by at most the shared "
+                    "scans' growth plus --max-growth-mb per 1,000 schemas and the live regex "
+                    "nodes stay within 1.25x the first half's most.",
+    )
+    p.add_argument("--data", metavar="FILE",
+                   help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
+                        "next to the repository)")
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="tokenizer.json (or a folder), .gguf or tiktoken file (default: "
+                        "../shared/data/tokenizers/llama-3.1 next to the repository)")
+    p.add_argument("-n", "--schemas", type=_positive_int, default=DEFAULT_SCHEMAS, metavar="N",
+                   help=f"distinct schemas to compile (default {DEFAULT_SCHEMAS})")
+    p.add_argument("--every", type=_positive_int, default=DEFAULT_EVERY, metavar="K",
+                   help=f"a sample every K schemas (default {DEFAULT_EVERY})")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the schema order (default 0)")
+    p.add_argument("--tracemalloc", action="store_true",
+                   help="also sample Python's allocated bytes (slows the run several times)")
+    p.add_argument("--shared-scan-mb", type=_positive_float, metavar="MB",
+                   help="budget of the vocabulary's shared token scans (default: the "
+                        "library's, 256)")
+    p.add_argument("--max-growth-mb", type=_non_negative_float, default=DEFAULT_MAX_GROWTH_MB,
+                   metavar="MB", help="the plateau bound of --check, per 1,000 schemas "
+                                      f"(default {DEFAULT_MAX_GROWTH_MB:g})")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if memory is not flat over the second half")
+    p.add_argument("--json", metavar="OUT", help="write the samples and the check as JSON to OUT")
+    p.set_defaults(handler=_cmd_bench_memory)
 
 
 def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
@@ -667,6 +713,21 @@ def _cmd_bench_fuzz(args: argparse.Namespace) -> int:
                            mask_seconds=args.mask_seconds)
     _write_json(args.json, result)
     fails = fuzz.failed_targets(result) if args.check else []
+    for line in fails:
+        print(f"automask: check failed: {line}", file=sys.stderr)
+    return EXIT_CHECK_FAILED if fails else 0
+
+
+def _cmd_bench_memory(args: argparse.Namespace) -> int:
+    from automask.bench import memory_bench
+    from automask.bench.maskbench import DEFAULT_DATA, DEFAULT_TOKENIZER
+
+    result = memory_bench.run_memory_bench(
+        args.data or DEFAULT_DATA, args.tokenizer or DEFAULT_TOKENIZER, schemas=args.schemas,
+        every=args.every, seed=args.seed, traced=args.tracemalloc,
+        shared_scan_mb=args.shared_scan_mb, max_growth_mb=args.max_growth_mb)
+    _write_json(args.json, result)
+    fails = memory_bench.failed_checks(result) if args.check else []
     for line in fails:
         print(f"automask: check failed: {line}", file=sys.stderr)
     return EXIT_CHECK_FAILED if fails else 0
