@@ -603,8 +603,10 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             if isinstance(value, str):
                 node = self._strings_of.get(m.uri)
                 if node is None:
-                    node = self._strings_of[m.uri] = self.string_constraints([m])
-                if not rx.matches(node, value.encode("utf-8")):
+                    # exclusions were checked above by hashing, not by derivatives
+                    node = self._strings_of[m.uri] = self.string_constraints(
+                        [m], exclusions=False)
+                if node is not ANY_TEXT and not rx.matches(node, value.encode("utf-8")):
                     return False
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 lo, lo_x, hi, hi_x, mult = self.bounds([m])
@@ -715,7 +717,11 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
         return True
 
     # ------------------------------------------------------------------ strings
-    def string_constraints(self, members: list[Member]) -> rx.Node:
+    def string_constraints(self, members: list[Member], *,
+                           exclusions: bool = True) -> rx.Node:
+        """The strings ``members`` allow, as one regex; without the values their
+        ``not: {enum/const}`` excludes when ``exclusions`` is false (a caller that checks
+        those by hashing, not by a complement of thousands of literals)."""
         parts = [ANY_TEXT]
         for m in members:
             s = m.schema
@@ -743,7 +749,7 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
                                                         m.base)])
                 parts.append(rx.complement(inner))
             n = s.get("not")
-            if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
+            if exclusions and isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
                 excluded = [v for v in _excluded(n) if isinstance(v, str)]
                 if excluded:
                     parts.append(rx.complement(rx.alt_of(
