@@ -6,6 +6,7 @@ Layout (each leaf is registered by one ``_add_*`` function and runs one
     automask --version
     automask generate ...        generate from a prompt under a schema/regex/grammar
     automask serve ...           an OpenAI-compatible server with structured outputs
+    automask explore ...         the Mask Explorer: a local page, step by step on a model
     automask bench grammar ...   one grammar over many instances, vs peers
     automask bench compile ...   compile and first-mask times of grammars/regexes
     automask bench maskbench ... JSON Schema compliance and speed (MaskBench), vs peers
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(commands)
     _add_generate(commands)
     _add_serve(commands)
+    _add_explore(commands)
     return parser
 
 
@@ -491,6 +493,25 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from automask.serve import command
+
+    return command.run(args)
+
+
+def _add_explore(commands: argparse._SubParsersAction) -> None:
+    from automask.explore.command import add_arguments
+
+    p = commands.add_parser(
+        "explore", help="the Mask Explorer: see structured decoding step by step in a browser",
+        description="Start a local web page (127.0.0.1, a free port unless --port) that shows "
+                    "each decoding step on a real model: raw logits, the mask, the "
+                    "renormalized distribution, Z, 1-Z, KL, forced tokens; step, run, undo, "
+                    "steer, switch the mask off. Prints the URL. Needs the serve extra.")
+    add_arguments(p)
+    p.set_defaults(handler=_cmd_explore)
+
+
+def _cmd_explore(args: argparse.Namespace) -> int:
+    from automask.explore import command
 
     return command.run(args)
 

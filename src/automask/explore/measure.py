@@ -54,7 +54,7 @@ class Measure:
 
 def _finite(x: float) -> float | None:
     """JSON has no infinity: an infinite KL (Z = 0 exactly) travels as null."""
-    return x if math.isfinite(x) else None
+    return float(x) if math.isfinite(x) else None
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

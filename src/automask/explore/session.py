@@ -65,6 +65,8 @@ from automask.sampling import Sampler, SamplingParams
 MAX_RUN_STEPS = 64
 #: the most tokens an output may have (a page of chips, and memory per step, stay small)
 MAX_TOKENS_LIMIT = 2048
+#: the prompt until one is given (a compile without a prompt keeps the last one)
+DEFAULT_PROMPT = "Answer in the required format."
 NOT_TRUTH = ("Valid is not true: the mask guarantees that the output parses and fits the "
              "constraint, not that what it says is right. A schema-valid person can have the "
              "wrong age, and a well-formed email address can belong to nobody.")
@@ -164,6 +166,7 @@ class StepView:
     eos: bool = False
     why: str | None = None  # why the grammar refuses the token taken (when it does)
     break_byte: int | None = None  # where in the token the output left the language
+    split: tuple[str, str] | None = None  # the token's text before and from that byte
     logp: np.ndarray | None = field(default=None, repr=False)
     legal_ids: np.ndarray | None = field(default=None, repr=False)
     guess: bool | None = None  # the prediction made before the mask was revealed
@@ -175,7 +178,9 @@ class StepView:
                 "legal": self.legal, "mask": self.mask, "eos": self.eos,
                 "action": self.action, "legal_count": m.legal_count,
                 "legal_mass": m.as_dict()["legal_mass"], "kl": m.as_dict()["kl"],
-                "argmax": m.argmax_verdict, "break_byte": self.break_byte}
+                "rejection_mass": m.as_dict()["rejection_mass"],
+                "argmax": m.argmax_verdict, "break_byte": self.break_byte,
+                "split": list(self.split) if self.split is not None else None}
 
     def detail(self) -> dict[str, Any]:
         rows = [{**r, "chosen": r["id"] == self.token} for r in self.rows]
@@ -211,7 +216,7 @@ class Explorer:
         self.constraint: Constraint | None = None
         self.compiled: Any = None
         self.schema: Any = None
-        self.prompt = ""
+        self.prompt = DEFAULT_PROMPT
         self.prompt_ids: list[int] = []
         self.matcher: Matcher | None = None
         self.steps: list[StepView] = []
@@ -543,11 +548,13 @@ class Explorer:
         if view.inside and not legal:
             view.why = why_masked(self.matcher, token)
             self.left_at = view.index
-            try:
-                view.break_byte = refused_at(self.compiled, self.matcher.config, data) \
-                    if data and not view.eos else 0
+            try:  # every byte fitting (a dead end): it leaves after the whole token
+                refused = refused_at(self.compiled, self.matcher.config, data)
             except LimitExceeded:
-                view.break_byte = 0
+                refused = 0
+            k = view.break_byte = 0 if view.eos else len(data) if refused is None else refused
+            view.split = (visible(data[:k]), visible(data[k:]) if data[k:] else view.shown
+                          if view.eos else "")
         elif legal:
             self.matcher.accept_token(token)
         base = self.prompt_ids + self._tokens()
