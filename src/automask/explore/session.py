@@ -226,6 +226,8 @@ class Explorer:
         self._pending: StepView | None = None
         self._actions = 0
         self.predictions = {"asked": 0, "correct": 0}
+        #: counts changes, so a view can tell an answer from an older one
+        self.version = 0
 
     # ------------------------------------------------------------------ actions
     def compile(self, kind: Any, text: Any, prompt: Any = None,
@@ -249,12 +251,14 @@ class Explorer:
             self.prompt, self.prompt_ids = prompt, ids
             self.matcher = Matcher(compiled)
             self._restart()
+            self.version += 1
             return self.state()
 
     def step(self, token: Any = None) -> dict[str, Any]:
         """Take one step (``token``: steer to it; None: let the settings choose)."""
         with self.lock:
             self._step(token)
+            self.version += 1
             return self.state()
 
     def pick(self, token: Any) -> dict[str, Any]:
@@ -284,6 +288,7 @@ class Explorer:
                     taken += 1
             finally:
                 self.running = False
+                self.version += 1
             state = self.state()
             state["run"] = {"taken": taken, "stopped": self._stop.is_set()}
             return state
@@ -297,6 +302,7 @@ class Explorer:
         with self.lock:
             self._require_output()
             self._rollback(self._step_index(step, allow_pending=True))
+            self.version += 1
             return self.state()
 
     def undo(self) -> dict[str, Any]:
@@ -310,6 +316,7 @@ class Explorer:
                                       if self.steps else ""))
             last = self.steps[-1].action
             self._rollback(min(s.index for s in self.steps if s.action == last))
+            self.version += 1
             return self.state()
 
     def update_settings(self, changes: Any) -> dict[str, Any]:
@@ -318,6 +325,7 @@ class Explorer:
             if self.finished in (END_LENGTH, END_CONTEXT):
                 self.finished = None  # a larger limit lets it go on; _check_end decides
             self._check_end()
+            self.version += 1
             return self.state()
 
     def predict(self, survives: Any) -> dict[str, Any]:
@@ -358,6 +366,7 @@ class Explorer:
             data = b"".join(self.vocab.token_bytes(s.token) for s in self.steps
                             if s.token is not None and not s.eos)
             return {
+                "version": self.version,
                 "model": {"name": self.model_name, "width": self.cursor.width,
                           "max_context": self.cursor.max_context},
                 "constraint": self.constraint.as_dict() if self.constraint else None,

@@ -85,7 +85,9 @@ const klColour = (kl) => `hsl(${130 - Math.min(kl, 6) / 6 * 125}, 70%, 84%)`;
 
 function render(s) {
   if (!s) return;
+  if (state && s.version < state.version) return;  // an older answer arriving late
   state = s;
+  document.body.dataset.version = s.version;
   $("model").textContent = `${s.model.name} · ${s.prompt_tokens} prompt tokens`;
   const status = $("status");
   status.textContent = s.status.text;
@@ -163,8 +165,10 @@ function renderStep(detail) {
   panel.classList.remove("hide-mask");
   $("rollback").hidden = !(detail && !detail.pending);
   $("back").hidden = viewing === null;
+  panel.querySelector(".tables").style.display = detail ? "" : "none";
   if (!detail) {
-    $("step-title").textContent = state && state.constraint ? "The output has ended" : "Compile a constraint to start";
+    $("step-title").textContent = state && state.constraint
+      ? "The output has ended: click a token above to see its step" : "Compile a constraint to start";
     $("stats").replaceChildren(); $("argmax").textContent = ""; $("expects").textContent = "";
     $("chosen-why").hidden = true;
     return;
@@ -188,7 +192,9 @@ function renderStep(detail) {
   const argmax = $("argmax");
   argmax.className = `argmax ${m.argmax}`;
   argmax.dataset.verdict = m.argmax;
-  argmax.textContent = m.argmax === "survives"
+  argmax.textContent = !detail.inside
+    ? "Outside the language: no token can bring the output back (undo, or roll back)."
+    : m.argmax === "survives"
     ? `The model's top raw token “${top.visible}” survives the mask.`
     : m.argmax === "replaced"
       ? `The model's top raw token “${top.visible}” is masked: replaced by “${best ? best.visible : m.best_legal}”, the best legal token.`
@@ -242,13 +248,13 @@ async function guess(survives) {
   const r = await api("POST", "/api/predict", { survives });
   if (!r) return;
   const detail = state.current;
+  if (detail) detail.guess = survives;  // answered: draw the step with its mask revealed
   renderStep(detail);
   const box = $("prediction");
   box.replaceChildren(
     el("span", { class: r.correct ? "right" : "wrong", "data-testid": "predict-result", text: r.correct ? "Right" : "Wrong" }),
     `: it ${r.survives ? "survives" : "is masked"} · score ${r.tally.correct} of ${r.tally.asked}`);
   box.hidden = false;
-  if (detail) detail.guess = survives;
 }
 
 async function showStep(index) {
@@ -355,10 +361,10 @@ async function runToEnd() {
     }
   } finally {
     running = false;
+    render(await api("GET", "/api/state"));
     $("run").textContent = "Run to end";
     $("run").classList.remove("running");
     $("run").dataset.running = "false";
-    render(await api("GET", "/api/state"));
   }
 }
 
