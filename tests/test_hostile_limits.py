@@ -113,6 +113,25 @@ def test_many_required_keys_are_linear():
     assert grammar.source == "json-schema"
 
 
+def test_schema_limits_name_the_position_that_grew():
+    """Item 4: a LimitExceeded names where: the schema position being compiled when a
+    limit fired (the innermost conjunction), or how far the document check had got."""
+    wide = {f"p{i}": {"type": "string", "pattern": "^(a|b)*c{2,9}$"} for i in range(30_000)}
+    schema = {"type": "object", "properties": {"big": {"type": "object",
+                                                       "properties": wide}}}
+    with pytest.raises(LimitExceeded, match="needs more than 20000 rules") as info:
+        Grammar.from_json_schema(schema, max_seconds=None)
+    assert info.value.location == "#/properties/big"
+    e = _cpu_raises(0.3, lambda: Grammar.from_json_schema(schema, max_seconds=0.3))
+    # (the innermost conjunction, how far a check had got, or "#": the whole document)
+    assert e.location.startswith("#"), e.location
+    words = [f"w{i}" for i in range(100_000)]
+    enums = {"properties": {"x": {"items": {"allOf": [{"enum": words}, {"not": {
+        "enum": words[::3]}}]}}}}
+    e = _cpu_raises(0.2, lambda: Grammar.from_json_schema(enums, max_seconds=0.2))
+    assert e.location == "#" or e.location.startswith("#/properties/x/items"), e.location
+
+
 # --------------------------------------------------------------------------- item 1: grammars
 
 
@@ -333,6 +352,47 @@ def test_recursive_chain_of_5000_rules_compiles(tiny_bpe_vocab):
     assert m.accept_bytes(b"a" * n + b"b" + b"a" * 10 + b"c") and m.is_accepting()
     m = Matcher(automask.compile(grammar, tiny_bpe_vocab))
     assert m.accept_bytes(b"a" * 10) and not m.accept_bytes(b"b")
+
+
+def test_left_nested_chain_of_nullable_rules_compiles_and_masks(tiny_bpe_vocab):
+    """Nonterminals each nullable through the next (x0 ::= x1 "a"? | "(" x0 ")"): finding
+    which rules are nullable passed over the grammar once per rule (15 s of compile for
+    5,000), and a set predicting every x_i copied each one's closure (a first mask ran 36 s
+    past its 5 s limit); both are linear now."""
+    n = 5000
+    text = ("root ::= x0\n" + "".join(f'x{i} ::= x{i + 1} "a"? | "(" x{i} ")"\n'
+                                      for i in range(n)) + f'x{n} ::= "b"?\n')
+    start = time.process_time()
+    compiled = automask.compile(Grammar.from_gbnf(text), tiny_bpe_vocab,
+                                limits=automask.Limits(max_mask_seconds=2))
+    m = Matcher(compiled)
+    m.mask_words()
+    assert m.accept_bytes(b"((b") and m.is_allowed(tiny_bpe_vocab.encode("a")[0])
+    assert m.accept_bytes(b"aa))a") and m.is_accepting()
+    assert not Matcher(compiled).accept_bytes(b"ab")  # b comes first
+    assert Matcher(compiled).is_accepting()  # every x_i is nullable
+    assert time.process_time() - start < 4 + MARGIN
+
+
+def test_left_nested_regular_chain_is_bounded_by_depth_not_size(tiny_bpe_vocab):
+    """x_i ::= x_(i+1) "a"? is regular: inlined, x_0 is one concatenation. It was built
+    recursively, so 1,000 rules were refused as "nested too deeply" while the grammar was
+    read. It is built in a loop now; what stays recursive is the derivative through a
+    concatenation's nullable parts, so 300 rules mask as the language says and 1,000 give
+    a typed error at the mask (the limit recursion sets); 5,000 stop at the time limit
+    (each rule's concatenation is rebuilt: quadratic, but bounded)."""
+    def chain(n: int) -> str:
+        return ("root ::= x0\n" + "".join(f'x{i} ::= x{i + 1} "a"?\n' for i in range(n))
+                + f'x{n} ::= "b"?\n')
+    m = Matcher(automask.compile(Grammar.from_gbnf(chain(300)), tiny_bpe_vocab))
+    assert m.accept_bytes(b"b" + b"a" * 299) and m.is_accepting()
+    assert m.accept_bytes(b"a") and not m.accept_bytes(b"a")
+    compiled = automask.compile(Grammar.from_gbnf(chain(1000)), tiny_bpe_vocab)
+    with pytest.raises(LimitExceeded, match="computing a token mask: the input is nested "
+                                            "too deeply"):
+        Matcher(compiled).mask_words()
+    e = _cpu_raises(0.5, lambda: Grammar.from_gbnf(chain(5000), max_seconds=0.5))
+    assert "took longer than 0.5 s" in e.message
 
 
 def test_terminal_cycles_and_undefined_terminals_are_still_errors():

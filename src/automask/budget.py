@@ -74,9 +74,16 @@ class time_budget:
         # checks in (microseconds of work against seconds of budget): entered on every
         # uncached mask and token, a read each (a system call) was 3% of mask time.
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, value, traceback) -> None:
         if self.mine is not None:
             _local.deadline = self.outer
+        if kind is RecursionError:
+            # Automata are walked recursively (a derivative follows a nullable prefix of a
+            # concatenation, part by part): input nested past Python's recursion limit is
+            # an input too large, typed as one. Memos are written after their work, so
+            # nothing half-done stays behind.
+            raise LimitExceeded(f"{self.what}: the input is nested too deeply "
+                                "(Python's recursion limit)") from None
 
 
 def check_time() -> None:

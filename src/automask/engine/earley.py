@@ -56,34 +56,59 @@ class ParserTables:
         self.initial_cores = [tuple(cores) for cores in self.initial_cores]
         self.top_start = self.initial_cores[top][0]
         self.top_done = self.top_start + 1
-        self.nullable = [False] * len(self.nt_names)
-        changed = True
-        while changed:
-            changed = False
-            for lhs, cores in enumerate(self.initial_cores):
-                if self.nullable[lhs]:
-                    continue
-                for c in cores:
-                    while self.next_symbol[c] is not None and self.next_symbol[c] < 0 \
-                            and self.nullable[-self.next_symbol[c] - 1]:
-                        c += 1
-                    if self.next_symbol[c] is None:
-                        self.nullable[lhs] = True
-                        changed = True
-                        break
+        self.nullable = self._nullable()
         self._predictions: dict[int, tuple[dict[int, None], tuple[int, ...]]] = {}
 
-    def prediction(self, nt: int) -> tuple[dict[int, None], tuple[int, ...]]:
+    def _nullable(self) -> list[bool]:
+        """Which nonterminals derive the empty string: a worklist in which each rule waits
+        at its first nonterminal not yet known nullable, and moves on when that one
+        becomes so. Every dotted rule is passed once, so this is linear in the grammar
+        (a pass-until-nothing-changes loop is quadratic on a 5,000-rule chain)."""
+        next_symbol, lhs_of = self.next_symbol, self.lhs
+        nullable = [False] * len(self.nt_names)
+        waiting: dict[int, list[int]] = {}  # nonterminal -> dotted rules stopped at it
+        found: list[int] = []
+
+        def advance(core: int) -> None:
+            while True:
+                sym = next_symbol[core]
+                if sym is None:
+                    lhs = lhs_of[core]
+                    if not nullable[lhs]:
+                        nullable[lhs] = True
+                        found.append(lhs)
+                    return
+                if sym >= 0:  # a lexeme: never empty
+                    return
+                if not nullable[-sym - 1]:
+                    waiting.setdefault(-sym - 1, []).append(core)
+                    return
+                core += 1
+
+        for cores in self.initial_cores:
+            for core in cores:
+                advance(core)
+        while found:
+            for core in waiting.pop(found.pop(), ()):
+                advance(core + 1)
+        return nullable
+
+    def prediction(self, nt: int) -> tuple[dict[int, None], tuple[int, ...]] | None:
         """What predicting ``nt`` adds to a set: its items (cores starting in that set,
-        closed under prediction and nullable advance) and the nonterminals predicted.
+        closed under prediction and nullable advance) and the nonterminals predicted;
+        None when that closure is larger than :data:`PREDICTION_CAP` cores.
 
         Items that start in the set under construction can only predict, advance
         over nullables, or complete (which, for them, nullability already did),
         so this closure depends on ``nt`` alone: computed once per grammar instead
-        of item by item in every set that predicts ``nt``.
+        of item by item in every set that predicts ``nt``. The cap keeps the closures
+        of all nonterminals linear in the grammar: in a chain of N rules each
+        predicting the next, the closures together hold N²/2 cores (a set that
+        predicts all of them would copy each one), so a large one is predicted item
+        by item instead, from the closures of its parts.
         """
-        found = self._predictions.get(nt)
-        if found is None:
+        found = self._predictions.get(nt, _MISSING)
+        if found is _MISSING:
             next_symbol, nullable = self.next_symbol, self.nullable
             cores: dict[int, None] = {}
             nts = {nt}
@@ -93,6 +118,9 @@ class ParserTables:
                 if core in cores:
                     continue
                 cores[core] = None
+                if len(cores) > PREDICTION_CAP:
+                    found = None
+                    break
                 sym = next_symbol[core]
                 if sym is not None and sym < 0:
                     other = -sym - 1
@@ -101,10 +129,17 @@ class ParserTables:
                         agenda.extend(self.initial_cores[other])
                     if nullable[other]:
                         agenda.append(core + 1)
-            found = (cores, tuple(nts))
-            untrack(found)  # ints only
+            else:
+                found = (cores, tuple(nts))
+                untrack(found)  # ints only
             self._predictions[nt] = found
         return found
+
+
+#: The largest prediction closure kept whole (see :meth:`ParserTables.prediction`); JSON
+#: Schema grammars' closures are tens of cores.
+PREDICTION_CAP = 512
+_MISSING = object()
 
 
 def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
@@ -289,6 +324,7 @@ class Parser:
     def _build(self, kernel: list[tuple[int, EarleySet | None]]) -> EarleySet:
         t = self.t
         nxt_sym, nullable, lhs, prediction = t.next_symbol, t.nullable, t.lhs, t.prediction
+        initial_cores = t.initial_cores
         # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set);
         # ``items`` maps it to its origin, and the agenda holds the ints alone. Adding one
         # is written out where it happens (no helper call: this loop is hot).
@@ -326,9 +362,16 @@ class Parser:
                 nt = ~sym
                 if nt not in predicted:
                     # its items start here: an int key each (the core), no origin to follow
-                    cores, nts = prediction(nt)
-                    predicted.update(nts)
-                    items.update(cores)
+                    closure = prediction(nt)
+                    if closure is not None:
+                        predicted.update(closure[1])
+                        items.update(closure[0])
+                    else:  # too large to keep whole: its rules, predicted in turn
+                        predicted.add(nt)
+                        for start in initial_cores[nt]:
+                            if start not in items:
+                                items[start] = None
+                                push(start)
                     if len(items) > max_items:
                         raise LimitExceeded(f"an Earley set exceeds {max_items} items")
                 if nullable[nt]:

@@ -238,9 +238,19 @@ def _concat2(a: Node, b: Node) -> Node:
         return b
     if b is EPS:
         return a
-    if a.kind == K_CONCAT:  # keep concatenations right-nested
-        return _concat2(a.a, _concat2(a.b, b))
-    return _make(("cat", a.uid, b.uid), K_CONCAT, a.nullable and b.nullable, a=a, b=b)
+    if a.kind != K_CONCAT:
+        return _make(("cat", a.uid, b.uid), K_CONCAT, a.nullable and b.nullable, a=a, b=b)
+    # keep concatenations right-nested: a's spine (a1 (a2 (… an))) is put in front of b
+    # one part at a time from the right, in a loop (a spine may be thousands long)
+    spine = []
+    while a.kind == K_CONCAT:
+        spine.append(a.a)
+        a = a.b
+    spine.append(a)
+    for part in reversed(spine):
+        b = _make(("cat", part.uid, b.uid), K_CONCAT, part.nullable and b.nullable,
+                  a=part, b=b)
+    return b
 
 
 def alt(*parts: Node) -> Node:
