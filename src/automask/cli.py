@@ -229,6 +229,16 @@ def _add_bench_generate(kinds: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cmd_bench_generate)
 
 
+def _add_shared_data_arguments(p: argparse.ArgumentParser) -> None:
+    """--data and --tokenizer, defaulting to the shared benchmark data beside the repo."""
+    p.add_argument("--data", metavar="FILE",
+                   help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
+                        "next to the repository)")
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="tokenizer.json (or a folder), .gguf or tiktoken file (default: "
+                        "../shared/data/tokenizers/llama-3.1 next to the repository)")
+
+
 def _add_bench_batch(kinds: argparse._SubParsersAction) -> None:
     from automask.bench.batch_bench import LEVELS
 
@@ -242,12 +252,7 @@ def _add_bench_batch(kinds: argparse._SubParsersAction) -> None:
                     "per-step fill time p50/p99 and the share of steps over 5 ms; --check "
                     "exits 1 when a target at B=64 is missed.",
     )
-    p.add_argument("--data", metavar="FILE",
-                   help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
-                        "next to the repository)")
-    p.add_argument("--tokenizer", metavar="PATH",
-                   help="tokenizer.json (or a folder), .gguf or tiktoken file (default: "
-                        "../shared/data/tokenizers/llama-3.1 next to the repository)")
+    _add_shared_data_arguments(p)
     p.add_argument("--batch", default=",".join(map(str, LEVELS)), metavar="B1,B2,...",
                    help=f"batch sizes (default {','.join(map(str, LEVELS))})")
     p.add_argument("--steps", type=_positive_int, default=100, metavar="N",
@@ -317,12 +322,7 @@ def _add_bench_memory(kinds: argparse._SubParsersAction) -> None:
                     "scans' growth plus --max-growth-mb per 1,000 schemas and the live regex "
                     "nodes stay within 1.25x the first half's most.",
     )
-    p.add_argument("--data", metavar="FILE",
-                   help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
-                        "next to the repository)")
-    p.add_argument("--tokenizer", metavar="PATH",
-                   help="tokenizer.json (or a folder), .gguf or tiktoken file (default: "
-                        "../shared/data/tokenizers/llama-3.1 next to the repository)")
+    _add_shared_data_arguments(p)
     p.add_argument("-n", "--schemas", type=_positive_int, default=DEFAULT_SCHEMAS, metavar="N",
                    help=f"distinct schemas to compile (default {DEFAULT_SCHEMAS})")
     p.add_argument("--every", type=_positive_int, default=DEFAULT_EVERY, metavar="K",

@@ -108,7 +108,11 @@ def compile_schema(schema, **options) -> Grammar:
     try:
         return _SchemaCompiler(schema, Options(**options)).run()
     except RecursionError:
-        raise LimitExceeded("schema is nested too deeply to compile") from None
+        raise LimitExceeded("schema is nested too deeply to compile", "#") from None
+    except LimitExceeded as e:
+        if e.location is None:  # a pass over the whole document (or the lowering)
+            raise LimitExceeded(e.message, "#") from None
+        raise
     finally:
         sys.setrecursionlimit(limit)
 
@@ -271,6 +275,11 @@ class _SchemaCompiler(References, Annotations, CountedArrays):
             self._assumed.append(set())
             try:
                 self.rules[name] = self.conj(members)
+            except LimitExceeded as e:
+                if e.location is None:  # the innermost schema position being compiled
+                    raise LimitExceeded(e.message,
+                                        _position(members[0].uri, self.root_base)) from None
+                raise
             finally:
                 self._here.discard(key)
                 needs = self._assumed.pop()

@@ -116,7 +116,10 @@ def check_value(root) -> None:
                 if not value.isascii():
                     _check_scalar(value, frame, key)
             elif kind is dict or kind is list or isinstance(value, (dict, list)):
-                check_time()
+                try:
+                    check_time()
+                except LimitExceeded as e:  # where the check had got to
+                    raise LimitExceeded(e.message, _location(frame, key)) from None
                 if depth >= MAX_DEPTH:
                     _too_deep_at(value, frame, key)
                 size = length + 1 + (len(key) if in_object else len(str(key)))

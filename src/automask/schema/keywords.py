@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from automask.budget import check_time
-from automask.errors import GrammarError
+from automask.errors import GrammarError, LimitExceeded
 from automask.schema.members import Member, _count, _escape, _num, _pointer
 
 COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
@@ -119,8 +119,11 @@ def _check_document(schema, base: str) -> None:
     """:func:`_check_values` at every schema position of the document, compiled or not."""
     todo = [("", schema)]
     while todo:
-        check_time()
         pointer, s = todo.pop()
+        try:
+            check_time()
+        except LimitExceeded as e:  # where the check had got to
+            raise LimitExceeded(e.message, "#" + pointer) from None
         if isinstance(s, dict):
             _check_values(Member(base + "#" + pointer, s, base))
             todo += _subschemas(s, pointer)
