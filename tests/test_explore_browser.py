@@ -290,6 +290,16 @@ def test_run_to_the_end_and_the_output_validates(page):
     assert "Valid is not true" in page.get_by_test_id("verdict-note").text_content()
     jsonschema.validate(json.loads(output_text(page)), PERSON)
     assert page.get_by_test_id("step-button").is_disabled()
+    # a step where the mask replaced the model's top token, for the picture (the README's)
+    replaced = page.locator("[data-testid=output] .chip[data-argmax=replaced][data-forced=false]")
+    assert replaced.count() >= 1
+    index = replaced.first.get_attribute("data-step")
+    replaced.first.click()
+    page.wait_for_function("i => document.querySelector('[data-testid=argmax-verdict]')"
+                           ".dataset.verdict === 'replaced' && document.querySelector("
+                           "'[data-testid=step-title]').textContent.startsWith(`Step ${i} `)",
+                           arg=index)
+    assert "is masked: replaced by" in page.get_by_test_id("argmax-verdict").text_content()
     shot(page, "06-run-to-end")
 
 

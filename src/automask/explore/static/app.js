@@ -136,7 +136,7 @@ function renderChips(s) {
       (step.legal === false ? " · outside the language" : "");
     const chip = el("button", {
       class: classes.join(" "), title, "data-step": step.index, "data-forced": String(step.forced),
-      "data-legal": String(step.legal), "data-token-id": step.token,
+      "data-legal": String(step.legal), "data-token-id": step.token, "data-argmax": step.argmax,
       onclick: () => { viewing = step.index; showStep(step.index); renderChips(state); },
     });
     chip.style.background = klColour(klOf(step));
