@@ -465,3 +465,31 @@ def test_the_default_model_writes_a_valid_person(real_explorer):
         ok(c.post("/api/settings", json={"mask": True}))
         state = ok(c.post("/api/undo"))
         assert state["left_at"] is None and state["status"]["code"] == "prefix"
+
+
+# ----------------------------------------------------------------------------- the command
+
+def test_the_command_line_names_one_constraint(tmp_path, explorer):
+    from automask.cli import build_parser, main
+    from automask.errors import GrammarError
+    from automask.explore.command import initial_constraint, start
+
+    parse = build_parser().parse_args
+    args = parse(["explore", "--choices", "yes,no", "--prompt", "Agree?"])
+    assert (args.port, args.model) == (0, None)
+    assert initial_constraint(args) == ("choices", "yes\nno", "Agree?")
+    start(explorer, args)
+    assert explorer.constraint.kind == "choices" and explorer.prompt == "Agree?"
+    schema = tmp_path / "s.json"
+    schema.write_text(PERSON)
+    assert initial_constraint(parse(["explore", "--schema", str(schema)])) == \
+        ("schema", PERSON, None)
+    assert initial_constraint(parse(["explore"])) is None
+    with pytest.raises(SystemExit):
+        parse(["explore", "--regex", "a", "--choices", "a,b"])
+    # a constraint that does not compile is an error before anything is served
+    schema.write_text('{"$recursiveRef": "#"}')
+    with pytest.raises(GrammarError, match=r"UnsupportedFeature.*#/\$recursiveRef"):
+        start(explorer, parse(["explore", "--schema", str(schema)]))
+    # an unreadable file fails before the model loads: one line, exit 2
+    assert main(["explore", "--schema", str(tmp_path / "missing.json")]) == 2
