@@ -359,3 +359,19 @@ def test_the_prediction_check_hides_the_mask_until_the_guess(page):
     assert result.text_content() in ("Right", "Wrong")
     assert page.get_by_test_id("argmax-verdict").text_content()
     shot(page, "10-prediction")
+
+
+def test_the_run_button_stops_a_run(page):
+    load_example(page, "person")
+    run = page.get_by_test_id("run-button")
+    with page.expect_response("**/api/run"):
+        run.click()
+    assert run.text_content() == "Stop" and run.get_attribute("data-running") == "true"
+    with page.expect_response("**/api/stop"):
+        run.click()
+    page.wait_for_function("document.querySelector('[data-testid=run-button]').dataset"
+                           ".running === 'false'")
+    assert run.text_content() == "Run to end"
+    assert "valid prefix" in status(page), "stopped before the end"
+    assert page.get_by_test_id("step-button").is_enabled()
+    shot(page, "11-run-stopped")
