@@ -106,6 +106,16 @@ class _GbnfParser:
 
     # ---- grammar
     def parse(self) -> Grammar:
+        try:
+            rules, defined = self.rules()
+        except LimitExceeded as e:
+            if e.location is None:  # a time limit: where reading had got to
+                raise LimitExceeded(e.message, self.location(self.pos)) from None
+            raise
+        return lower(rules, "root", source="gbnf", locations=defined)
+
+    def rules(self) -> tuple[dict[str, Expr], dict[str, str]]:
+        """The rules by name, and where each is defined."""
         rules: dict[str, Expr] = {}
         defined: dict[str, str] = {}
         self.skip_space()
@@ -130,7 +140,7 @@ class _GbnfParser:
                 raise GrammarError(f"undefined rule {ref.name!r}", ref.location)
         if "root" not in rules:
             raise GrammarError("the grammar has no 'root' rule", self.location(0))
-        return lower(rules, "root", source="gbnf", locations=defined)
+        return rules, defined
 
     def alternatives(self, nested: bool) -> Expr:
         items = [self.sequence(nested)]

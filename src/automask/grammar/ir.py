@@ -308,11 +308,18 @@ def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
         raise GrammarError(f"start rule {start!r} is not defined")
     if fuse is None:
         fuse = not ignore
+    lowerer = _Lowerer(rules, fuse)
     try:
-        return _Lowerer(rules, fuse).run(start, ignore, source, locations or {})
+        return lowerer.run(start, ignore, source, locations or {})
     except RecursionError:  # rules nested hundreds deep: walked recursively, so refused
         raise LimitExceeded("the grammar's rules are nested too deeply "
-                            "(Python's recursion limit)") from None
+                            "(Python's recursion limit)",
+                            (locations or {}).get(lowerer.current)) from None
+    except LimitExceeded as e:
+        where = (locations or {}).get(lowerer.current)
+        if e.location is None and where is not None:  # the rule being lowered
+            raise LimitExceeded(e.message, where) from None
+        raise
 
 
 class _Lowerer:
@@ -327,6 +334,7 @@ class _Lowerer:
         self.regular: dict[str, rx.Node | None] = {}
         self._symbol_cache: dict[int, Symbol | None] = {}
         self._optional_cache: dict[int, str] = {}
+        self.current: str | None = None  # the rule being lowered (to locate a limit)
 
     # ---- regularity: which expressions are regular (no recursion through them)
     def rule_regex(self, name: str) -> rx.Node | None:
@@ -633,6 +641,7 @@ class _Lowerer:
             if name in done:
                 continue
             done.add(name)
+            self.current = name
             before = len(self.productions)
             for alternative in self.sequences(self.rules[name], name):
                 self.add(name, alternative)

@@ -600,7 +600,10 @@ class _Lexer:
         out: list[_Tok] = []
         i = 0
         while i < n:
-            check_time()  # (a count: a long grammar stops at the time limit)
+            try:
+                check_time()  # (a count: a long grammar stops at the time limit)
+            except LimitExceeded as e:  # where reading had got to
+                raise LimitExceeded(e.message, self.location(i)) from None
             m = _SKIP.match(text, i)
             if m:
                 i = m.end()
@@ -978,7 +981,13 @@ class _LarkParser:
 
     # ---- semantics
     def build(self, start: str) -> Grammar:
-        self.parse()
+        try:
+            self.parse()
+        except LimitExceeded as e:
+            if e.location is None and self.toks:  # a time limit: where reading had got to
+                at = self.toks[min(self.k, len(self.toks) - 1)]
+                raise LimitExceeded(e.message, self.location(at.pos)) from None
+            raise
         terms: dict[str, rx.Node] = dict(self.imported)
 
         def term_refs(e: object) -> list[_Name]:

@@ -674,6 +674,12 @@ def _compile_pattern(pattern: str, allow_anchors: bool) -> tuple[tuple[Key, rx.N
     """Parse and compile once per pattern; nodes are immutable, so sharing is safe."""
     if not isinstance(pattern, str):
         raise TypeError(f"regex pattern must be str, not {type(pattern).__name__}")
-    ast = _Parser(pattern).parse()
+    parser = _Parser(pattern)
+    try:
+        ast = parser.parse()
+    except LimitExceeded as e:
+        if e.location is None:  # a time limit: where reading had got to
+            raise LimitExceeded(e.message, f"col {parser.i + 1}") from None
+        raise
     parts = _Compiler(allow_anchors).compile(ast, True, True)
     return tuple(sorted(parts.items()))
