@@ -11,13 +11,12 @@ Nested and concurrent pauses share one counter: the collector comes back
 when the last one ends, and only if it was on when the first one began.
 
 The collector exists for reference cycles. An object in none (an Earley set,
-which refers only to older sets; a tuple of them) is freed by reference
-counting alone, and one kept until the process ends (the interned regex nodes,
-millions in a long-lived server) is never garbage at all; yet every collection
-walks each tracked object, and CPython runs a full collection each time the
-old generation has taken in a quarter of its size again, so every long-lived
-object tracked costs about four walks of itself. :func:`untrack` takes such
-objects out of the collector's sight.
+which refers only to older sets; a regex node, which refers only to older
+nodes; a tuple of them) is freed by reference counting alone, and needs no
+collector; yet every collection walks each tracked object, and CPython runs a
+full collection each time the old generation has taken in a quarter of its size
+again, so every long-lived object tracked costs about four walks of itself.
+:func:`untrack` takes such objects out of the collector's sight.
 """
 
 from __future__ import annotations

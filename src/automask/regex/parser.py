@@ -367,7 +367,8 @@ class _Parser:
             self.group_prefix(start)
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise LimitExceeded(f"regex groups nested deeper than {MAX_DEPTH} (at col {start + 1})")
+            raise LimitExceeded(f"regex groups nested deeper than {MAX_DEPTH}",
+                                f"col {start + 1}")
         body = self.alternation()
         if self.peek() != ")":
             raise _err("missing ')' for this '('", start)
@@ -435,13 +436,13 @@ class _Parser:
         lo_s, comma, hi_s = m.groups()
         col = self.i + 1
         if len(lo_s.lstrip("0")) > 7 or (hi_s and len(hi_s.lstrip("0")) > 7):
-            raise LimitExceeded(f"regex repetition bound above {MAX_REPEAT} (at col {col})")
+            raise LimitExceeded(f"regex repetition bound above {MAX_REPEAT}", f"col {col}")
         lo = int(lo_s)
         hi = lo if comma is None else (int(hi_s) if hi_s else None)
         if hi is not None and hi < lo:
             raise _err(f"repetition bounds out of order {{{lo},{hi}}}", self.i)
         if max(lo, hi or 0) > MAX_REPEAT:
-            raise LimitExceeded(f"regex repetition bound above {MAX_REPEAT} (at col {col})")
+            raise LimitExceeded(f"regex repetition bound above {MAX_REPEAT}", f"col {col}")
         return lo, hi, m.end()
 
     def quantified(self, atom: Ast, start: int) -> Ast:
