@@ -45,7 +45,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
                "automask.grammar.segments", "automask.schema.annotations",
                "automask.schema.arrays", "automask.schema.compiler",
                "automask.schema.json_text"}),
-    frozenset({"automask.regex.nodes", "automask.regex.utf8"}),
     frozenset({"automask.vocab.gguf_file", "automask.vocab.hf", "automask.vocab.tiktoken_file",
                "automask.vocab.vocabulary"}),
 }

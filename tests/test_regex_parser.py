@@ -636,6 +636,18 @@ def test_clamp_drops_a_length_bound_only_when_it_cannot_bind(text, bound, clampe
         assert _live_after(rx.clamp(node, limit), s) == _live_after(node, s), s
 
 
+def test_any_char_is_the_utf8_node_of_every_code_point() -> None:
+    from automask.regex import utf8
+
+    assert utf8.any_char is rx.any_char
+    assert rx.any_char() is utf8.ranges_to_node([(0, utf8.MAX_CODE_POINT)])
+    for text in ["a", "\x00", "\x7f", "é", "\u0800", "\ud7ff", "\ue000", "\uffff", "😀",
+                 "\U0010ffff"]:
+        assert rx.matches(rx.any_char(), text.encode()), text
+    for data in [b"", b"ab", b"\x80", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80"]:
+        assert not rx.matches(rx.any_char(), data), data
+
+
 def test_intersections_drop_members_that_constrain_nothing() -> None:
     from automask.regex import utf8
 

@@ -30,6 +30,7 @@ of the freed one can be met by it.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import threading
 import weakref
@@ -223,6 +224,32 @@ def literal(data: bytes) -> Node:
     return concat(*(byte_set(1 << c) for c in data))
 
 
+#: The well-formed UTF-8 byte sequences of one code point, as byte ranges per
+#: position (Unicode, Table 3-7): no overlong forms, no surrogates, none above
+#: U+10FFFF. :func:`automask.regex.utf8.ranges_to_node` derives the same rows.
+_UTF8_CHAR = (
+    ((0x00, 0x7F),),
+    ((0xC2, 0xDF), (0x80, 0xBF)),
+    ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
+    ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
+    ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)),
+)
+
+
+@functools.cache
+def any_char() -> Node:
+    """Any single code point (as valid UTF-8); built once (nodes are interned anyway).
+
+    It lives here, not in :mod:`automask.regex.utf8`, because intersections
+    recognize text made of whole characters by it (:func:`_drop_subsumed`).
+    """
+    return alt_of(concat(*(byte_range(lo, hi) for lo, hi in row)) for row in _UTF8_CHAR)
+
+
 def concat(*parts: Node) -> Node:
     """Concatenation, right-nested and simplified."""
     result = EPS
@@ -380,8 +407,6 @@ def _drop_subsumed(members: dict[int, Node]) -> None:
     without this every derivative of those strings would be an intersection,
     checked for liveness by search.
     """
-    from automask.regex.utf8 import any_char
-
     text_char = any_char()
     for uid, u in list(members.items()):
         if u.kind != K_REPEAT or u.lo != 0 or u.hi is not None or not u.a.plain:

@@ -106,10 +106,9 @@ def ranges_to_node(ranges: Iterable[tuple[int, int]]) -> rx.Node:
     return rx.alt_of(alternatives)
 
 
-@functools.cache
-def any_char() -> rx.Node:
-    """Any single code point (as valid UTF-8); built once (nodes are interned anyway)."""
-    return ranges_to_node([(0, MAX_CODE_POINT)])
+#: Any single code point (as valid UTF-8), the node :func:`ranges_to_node` makes of
+#: ``[(0, MAX_CODE_POINT)]``; defined with the nodes, whose intersections use it.
+any_char = rx.any_char
 
 
 def literal_text(s: str) -> rx.Node:
