@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from automask import Vocabulary
-from automask.bench import grammar_bench
-from automask.bench.grammar_bench import Progress, progress_log_interval
+from automask.bench import progress
+from automask.bench.progress import Progress, progress_log_interval
 from automask.cli import OutputPathError, _write_json, check_output_path, main
 from automask.errors import AutomaskError, VocabularyError
 from automask.vocab.vocabulary import MAX_TOKEN_IDS, id_space_limit
@@ -525,4 +525,4 @@ def test_a_bench_logs_progress_to_a_non_terminal(tiny_bpe_path, tmp_path, capsys
     assert code == 0
     err = capsys.readouterr().err
     assert "bench grammar: automask walk: 3/3 (100%)" in err
-    assert grammar_bench.PROGRESS_ENV == "AUTOMASK_PROGRESS_SECONDS"
+    assert progress.PROGRESS_ENV == "AUTOMASK_PROGRESS_SECONDS"

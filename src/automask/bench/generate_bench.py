@@ -50,6 +50,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from automask.bench.progress import Progress
 from automask.bench.stats import text_table
 from automask.errors import AutomaskError
 
@@ -406,7 +407,6 @@ def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
     callable model and a Vocabulary in tests). Prints the table; returns the
     JSON-ready result (per-engine summaries and per-schema rows).
     """
-    from automask.bench.grammar_bench import Progress
     from automask.engine.compiled import compile as compile_grammar
     from automask.generation.external import generate_with_matcher, loop_vocabulary
     from automask.generation.loop import GenerationParams, generate

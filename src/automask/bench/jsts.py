@@ -30,6 +30,7 @@ from automask.bench.maskbench import (
     walk_instance,
 )
 from automask.bench.peers import Engine, GrammarSpec
+from automask.bench.progress import Progress
 from automask.bench.stats import printer, text_table
 from automask.errors import AutomaskError, EmptyLanguage
 
@@ -223,7 +224,6 @@ def run_jsts(suite_dir: str, tokenizer_path: str, *, peers: Sequence[str] = (),
     """
     import sys
 
-    from automask.bench.grammar_bench import Progress
     from automask.bench.peers import prepare_engines
     from automask.vocab import Vocabulary
 

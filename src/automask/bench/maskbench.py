@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from automask.bench.peers import Engine, GrammarSpec, PeerError
+from automask.bench.progress import Progress
 from automask.bench.stats import printer, text_table
 from automask.errors import AutomaskError, EmptyLanguage, LimitExceeded, NoLegalContinuation
 
@@ -487,7 +488,6 @@ def run_maskbench(data_path: str, tokenizer_path: str, *, peers: Sequence[str] =
     import platform
     import sys
 
-    from automask.bench.grammar_bench import Progress
     from automask.bench.peers import prepare_engines
     from automask.vocab import Vocabulary
 
