@@ -43,8 +43,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
                "automask.grammar.segments", "automask.schema.annotations",
                "automask.schema.arrays", "automask.schema.compiler",
                "automask.schema.json_text"}),
-    frozenset({"automask.vocab.gguf_file", "automask.vocab.hf", "automask.vocab.tiktoken_file",
-               "automask.vocab.vocabulary"}),
 }
 #: Imports of the package root or of the CLI known to remain, as (source, target).
 KNOWN_LAYER_BREAKS: set[tuple[str, str]] = {

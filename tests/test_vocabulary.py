@@ -558,3 +558,15 @@ def test_real_load_is_fast(shared_data):
     elapsed = time.perf_counter() - start
     assert len(v.tokens) == 128256
     assert elapsed < 2.0, f"loading llama-3.1 took {elapsed:.2f}s"
+
+
+def test_every_loader_is_registered_in_a_fresh_process():
+    """The loaders register themselves (vocabulary.py imports none of them), and importing
+    just the vocabulary module is enough to have them all (its package imports them)."""
+    import subprocess
+
+    code = ("from automask.vocab.vocabulary import _LOADERS; "
+            "print(' '.join(sorted(_LOADERS)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["gguf", "json", "tiktoken", "transformers"]

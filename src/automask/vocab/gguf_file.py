@@ -22,7 +22,7 @@ from typing import Any
 
 from automask.errors import VocabularyError
 from automask.vocab.hf import byte_fallback_piece, byte_level_to_bytes, sentencepiece_to_bytes
-from automask.vocab.vocabulary import Vocabulary, finish
+from automask.vocab.vocabulary import Vocabulary, finish, register_loader
 
 # llama.cpp token types (gguf.TokenType), spelled out so the mapping reads without gguf.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -232,3 +232,6 @@ def load_gguf(
         if isinstance(name, bytes)
         else os.path.basename(path),
     )
+
+
+register_loader("gguf", load_gguf)

@@ -20,7 +20,13 @@ from functools import lru_cache
 from typing import Any
 
 from automask.errors import VocabularyError
-from automask.vocab.vocabulary import Encoder, Vocabulary, check_id_space, finish
+from automask.vocab.vocabulary import (
+    Encoder,
+    Vocabulary,
+    check_id_space,
+    finish,
+    register_loader,
+)
 
 SPIECE_SPACE = "\u2581"  # SentencePiece's visible space, "▁"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -743,3 +749,7 @@ def _from_slow_tokenizer(
     if not ok:
         vocab._encoder = None
     return vocab
+
+
+register_loader("json", load_tokenizer_json)
+register_loader("transformers", load_transformers_tokenizer)

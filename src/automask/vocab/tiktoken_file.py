@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from automask.errors import VocabularyError
-from automask.vocab.vocabulary import Vocabulary, check_id_space, finish
+from automask.vocab.vocabulary import Vocabulary, check_id_space, finish, register_loader
 
 
 def read_ranks(path: str) -> dict[bytes, int]:
@@ -116,3 +116,6 @@ def load_tiktoken(
         encoder=encoder,
         name=name,
     )
+
+
+register_loader("tiktoken", load_tiktoken)

@@ -3,7 +3,10 @@
 A mask is a statement about bytes ("this token keeps the output inside the
 grammar"), so every tokenizer format is reduced to one table: id -> bytes.
 Loaders for the concrete formats live beside this module and are reached
-through :meth:`Vocabulary.from_file` / :meth:`Vocabulary.from_hf`.
+through :meth:`Vocabulary.from_file` / :meth:`Vocabulary.from_hf`. They build
+on this module, so it imports none of them: each registers its entry function
+(:func:`register_loader`) when imported, and :mod:`automask.vocab` imports
+them all, which always runs before this module can be used.
 """
 
 from __future__ import annotations
@@ -56,6 +59,16 @@ def check_id_space(top: int, count: int, where: str) -> None:
             f"(ids must stay below {limit:,}: 4 x the tokens + 2^20, and at most 2^24; "
             "the loader would pad every missing id)"
         )
+
+
+#: entry function of each loader by what it reads: "gguf", "json" (tokenizer.json),
+#: "tiktoken" (rank files) and "transformers" (a loaded tokenizer object)
+_LOADERS: dict[str, Callable[..., Vocabulary]] = {}
+
+
+def register_loader(kind: str, load: Callable[..., Vocabulary]) -> None:
+    """Make ``load`` the loader of ``kind`` for :meth:`Vocabulary.from_file` / ``from_hf``."""
+    _LOADERS[kind] = load
 
 
 def guess_eos_ids(named_ids: dict[str, int]) -> list[int]:
@@ -185,17 +198,9 @@ class Vocabulary:
             "eos_token_ids": eos_token_ids,
             "vocab_size": vocab_size,
         }
-        if kind == "gguf":
-            from automask.vocab.gguf_file import load_gguf
-
-            return load_gguf(p, **kwargs)
-        if kind == "json":
-            from automask.vocab.hf import load_tokenizer_json
-
-            return load_tokenizer_json(p, **kwargs)
-        from automask.vocab.tiktoken_file import load_tiktoken
-
-        return load_tiktoken(p, pattern=pattern, **kwargs)
+        if kind == "tiktoken":
+            kwargs["pattern"] = pattern
+        return _LOADERS[kind](p, **kwargs)
 
     @classmethod
     def from_hf(
@@ -206,9 +211,7 @@ class Vocabulary:
         vocab_size: int | None = None,
     ) -> Vocabulary:
         """Build from a loaded ``transformers`` tokenizer (fast ones exactly, slow best effort)."""
-        from automask.vocab.hf import load_transformers_tokenizer
-
-        return load_transformers_tokenizer(
+        return _LOADERS["transformers"](
             tokenizer, eos_token_ids=eos_token_ids, vocab_size=vocab_size
         )
 
