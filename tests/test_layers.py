@@ -46,10 +46,9 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 }
 #: Imports of the package root or of the CLI known to remain, as (source, target).
 KNOWN_LAYER_BREAKS: set[tuple[str, str]] = {
-    ("automask.bench.generate_bench", "automask"),
+    # takes Grammar, Matcher, compile and allocate_bitmask from the package root; left
+    # while memory_bench.py is being reworked elsewhere (import them from their modules)
     ("automask.bench.memory_bench", "automask"),
-    ("automask.bench.peers", "automask"),
-    ("automask.cli", "automask"),
 }
 
 

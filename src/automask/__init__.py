@@ -4,6 +4,7 @@ Validity is guaranteed (every output the masks allow parses); truth and task
 success are not: a grammar cannot make a model right.
 """
 
+from automask._version import __version__ as __version__
 from automask.bitmask import allocate_bitmask, apply_bitmask, unpack_bitmask
 from automask.engine.batch import fill_bitmasks
 from automask.engine.compiled import CompiledGrammar, Limits, compile
@@ -43,4 +44,3 @@ __all__ = [
     "generate",
     "unpack_bitmask",
 ]
-__version__ = "0.1.0"

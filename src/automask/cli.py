@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from automask import __version__
+from automask._version import __version__
 from automask.arguments import (
     comma_list,
     non_negative_float,

@@ -51,6 +51,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from automask._version import __version__
 from automask.bench.progress import Progress
 from automask.bench.stats import text_table
 from automask.errors import AutomaskError
@@ -495,9 +496,7 @@ def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
         entry: dict[str, Any] = {"engine": name, "summary": summary,
                                  "schemas": [r.as_dict() for r in rows[name]]}
         if name == "automask":
-            import automask
-
-            entry["version"] = automask.__version__
+            entry["version"] = __version__
             entry["options"] = {"json_schema": {"whitespace": d["whitespace"],
                                                 "strict": d["strict"]}}
         elif name in peers:

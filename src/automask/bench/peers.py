@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from automask._version import __version__
 from automask.errors import AutomaskError
 
 
@@ -103,9 +104,7 @@ class AutomaskEngine(Engine):
 
     @property
     def version(self) -> str:
-        import automask
-
-        return automask.__version__
+        return __version__
 
     @property
     def options(self) -> dict[str, Any]:
