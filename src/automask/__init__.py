@@ -4,6 +4,9 @@ Validity is guaranteed (every output the masks allow parses); truth and task
 success are not: a grammar cannot make a model right.
 """
 
+# automask.schema registers the JSON Schema front end with the grammar IR (and
+# automask.grammar, imported with grammar.ir below, the GBNF, Lark and segment ones)
+import automask.schema  # noqa: F401
 from automask._version import __version__ as __version__
 from automask.bitmask import allocate_bitmask, apply_bitmask, unpack_bitmask
 from automask.engine.batch import fill_bitmasks

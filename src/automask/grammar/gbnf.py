@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import bisect
 
-from automask.budget import check_time
+from automask.budget import check_time, time_budget
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
+from automask.gc_pause import paused_gc
 from automask.grammar.ir import (
+    GRAMMAR_SECONDS,
     MAX_NESTING,
     Choice,
     Expr,
@@ -34,6 +36,8 @@ from automask.grammar.ir import (
     Repeat,
     Seq,
     Terminal,
+    check_length,
+    line_col,
     lower,
 )
 from automask.regex import utf8
@@ -43,6 +47,14 @@ _DIGITS = frozenset("0123456789")
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _ANY_CHAR = Terminal(utf8.any_char(), ".")
+
+
+def read_gbnf(text: str, *, max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
+    """``Grammar.from_gbnf``: :func:`parse_gbnf` within the length and CPU-time limits."""
+    if isinstance(text, str):
+        check_length(text, "GBNF grammar", lambda at: line_col(text, at))
+    with paused_gc(), time_budget(max_seconds, "reading the GBNF grammar", start_now=True):
+        return parse_gbnf(text)
 
 
 def parse_gbnf(text: str) -> Grammar:

@@ -21,14 +21,14 @@ two terminals, so terminals must stay separate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
 from automask.gc_pause import paused_gc, untrack
 from automask.regex import nodes as rx
-from automask.regex.parser import alternation, literal_trie
+from automask.regex.parser import alternation, literal_trie, parse_regex
 
 # --------------------------------------------------------------------------- expressions
 
@@ -114,9 +114,10 @@ class Grammar:
     ignore: tuple[int, ...] = ()
     source: str = field(default="", compare=False)
 
-    # The front-ends live in their own modules; these are the public doors. Each one runs
-    # under a CPU-time budget (``max_seconds``, past which LimitExceeded) and takes at
-    # most MAX_GRAMMAR_CHARS characters of text, so no input can hold it for long.
+    # The front-ends live in their own modules (found through register_front_end, since
+    # they import this one); these are the public doors. Each one runs under a CPU-time
+    # budget (``max_seconds``, past which LimitExceeded) and takes at most
+    # MAX_GRAMMAR_CHARS characters of text, so no input can hold it for long.
     @classmethod
     def from_regex(cls, pattern: str, *, max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
         """The language of ``pattern`` (whole-output match; see :mod:`automask.regex.parser`).
@@ -125,11 +126,9 @@ class Grammar:
         past which :class:`LimitExceeded`; a pattern longer than :data:`MAX_GRAMMAR_CHARS`
         is refused at once.
         """
-        from automask.regex.parser import parse_regex
-
         if not isinstance(pattern, str):
             raise TypeError(f"regex pattern must be str, not {type(pattern).__name__}")
-        _check_length(pattern, "regex", lambda at: f"col {at + 1}")
+        check_length(pattern, "regex", lambda at: f"col {at + 1}")
         with paused_gc(), time_budget(max_seconds, "reading the regex", start_now=True):
             return lower({"root": Terminal(parse_regex(pattern))}, "root", source="regex")
 
@@ -175,43 +174,29 @@ class Grammar:
     def from_gbnf(cls, text: str, *, max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
         """A llama.cpp GBNF grammar; ``root`` is the start rule. ``max_seconds`` and the
         length limit as for :meth:`from_regex`."""
-        from automask.grammar.gbnf import parse_gbnf
-
-        if isinstance(text, str):
-            _check_length(text, "GBNF grammar", lambda at: _line_col(text, at))
-        with paused_gc(), time_budget(max_seconds, "reading the GBNF grammar", start_now=True):
-            return parse_gbnf(text)
+        return _front_end("gbnf")(text, max_seconds=max_seconds)
 
     @classmethod
     def from_lark(cls, text: str, start: str = "start", *,
                   max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
         """A Lark grammar (the language of Lark's Earley parser, every match length).
         ``max_seconds`` and the length limit as for :meth:`from_regex`."""
-        from automask.grammar.lark import parse_lark
-
-        if isinstance(text, str):
-            _check_length(text, "Lark grammar", lambda at: _line_col(text, at))
-        with paused_gc(), time_budget(max_seconds, "reading the Lark grammar", start_now=True):
-            return parse_lark(text, start=start)
+        return _front_end("lark")(text, start, max_seconds=max_seconds)
 
     @classmethod
     def from_tags(cls, tags, *, triggers=None, free_text: bool = True, min_segments: int = 0,
                   max_segments: int | None = None) -> Grammar:
         """Free text in which a trigger opens a segment ``begin content end`` of one of the
         ``tags`` (tool calls); see :mod:`automask.grammar.segments`."""
-        from automask.grammar.segments import tagged_segments
-
-        return tagged_segments(tags, triggers=triggers, free_text=free_text,
-                               min_segments=min_segments, max_segments=max_segments)
+        return _front_end("tags")(tags, triggers=triggers, free_text=free_text,
+                                  min_segments=min_segments, max_segments=max_segments)
 
     @classmethod
     def after_reasoning(cls, inner: Grammar, *, begin: str = "<think>", end: str = "</think>",
                         required: bool = False) -> Grammar:
         """Free text closed by ``end`` (after an optional, or ``required``, ``begin``), then
         ``inner``: a reasoning block before the constrained answer."""
-        from automask.grammar.segments import after_reasoning
-
-        return after_reasoning(inner, begin=begin, end=end, required=required)
+        return _front_end("after_reasoning")(inner, begin=begin, end=end, required=required)
 
     @classmethod
     def from_json_schema(cls, schema, **options) -> Grammar:
@@ -229,11 +214,7 @@ class Grammar:
         default 2; None: none; past it :class:`LimitExceeded`). See
         :mod:`automask.schema.compiler`.
         """
-        from automask.schema.compiler import compile_schema
-
-        seconds = options.pop("max_seconds", SCHEMA_SECONDS)
-        with paused_gc(), time_budget(seconds, "compiling the JSON Schema", start_now=True):
-            return compile_schema(schema, **options)
+        return _front_end("json_schema")(schema, **options)
 
     @classmethod
     def from_pydantic(cls, model, **options) -> Grammar:
@@ -261,6 +242,29 @@ class Grammar:
         return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- front ends
+
+#: The entry function of each front end in another module, by its ``Grammar``
+#: constructor: "gbnf", "lark", "tags", "after_reasoning", "json_schema". The front ends
+#: build on this module, so it imports none of them: :mod:`automask.grammar` and
+#: :mod:`automask.schema` register theirs (each imported on its first use), and the
+#: package ``automask`` imports both, which always runs before this module can be used.
+_FRONT_ENDS: dict[str, Callable[..., Grammar]] = {}
+
+
+def register_front_end(name: str, build: Callable[..., Grammar]) -> None:
+    """Make ``build`` the function behind the ``Grammar`` constructor ``name``."""
+    _FRONT_ENDS[name] = build
+
+
+def _front_end(name: str) -> Callable[..., Grammar]:
+    try:
+        return _FRONT_ENDS[name]
+    except KeyError:  # only if the package's __init__ files were bypassed
+        raise RuntimeError(f"no {name!r} front end is registered with the grammar IR "
+                           "(import automask)") from None
+
+
 # --------------------------------------------------------------------------- lowering
 
 MAX_PRODUCTIONS = 200_000
@@ -276,7 +280,6 @@ MAX_GRAMMAR_CHARS = 1 << 20
 #: grammar text front ends, where they are read: they are parsed and lowered recursively
 #: (real grammars nest a few levels; a regex allows 64 groups)
 MAX_NESTING = 100
-SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
 
 
 #: more choices than this are one prefix tree (see regex.parser.literal_trie), fewer an
@@ -284,14 +287,15 @@ SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
 TRIE_CHOICES = 256
 
 
-def _check_length(text: str, what: str, where) -> None:
+def check_length(text: str, what: str, where: Callable[[int], str]) -> None:
     """Refuse a text longer than :data:`MAX_GRAMMAR_CHARS`, located where it passes it."""
     if len(text) > MAX_GRAMMAR_CHARS:
         raise LimitExceeded(f"the {what} is {len(text):,} characters long, more than the "
                             f"limit of {MAX_GRAMMAR_CHARS:,}", where(MAX_GRAMMAR_CHARS))
 
 
-def _line_col(text: str, pos: int) -> str:
+def line_col(text: str, pos: int) -> str:
+    """``line L, col C`` (1-based) of position ``pos`` of ``text``."""
     line_start = text.rfind("\n", 0, pos) + 1
     return f"line {text.count(chr(10), 0, pos) + 1}, col {pos - line_start + 1}"
 

@@ -43,9 +43,11 @@ import sys
 import unicodedata
 from dataclasses import dataclass
 
-from automask.budget import check_time
+from automask.budget import check_time, time_budget
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
+from automask.gc_pause import paused_gc
 from automask.grammar.ir import (
+    GRAMMAR_SECONDS,
     MAX_NESTING,
     Choice,
     Expr,
@@ -54,6 +56,8 @@ from automask.grammar.ir import (
     Repeat,
     Seq,
     Terminal,
+    check_length,
+    line_col,
     lower,
 )
 from automask.regex import nodes as rx
@@ -686,6 +690,15 @@ class _Lexer:
 
 
 # --------------------------------------------------------------------------- the parser
+
+
+def read_lark(text: str, start: str = "start", *,
+              max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
+    """``Grammar.from_lark``: :func:`parse_lark` within the length and CPU-time limits."""
+    if isinstance(text, str):
+        check_length(text, "Lark grammar", lambda at: line_col(text, at))
+    with paused_gc(), time_budget(max_seconds, "reading the Lark grammar", start_now=True):
+        return parse_lark(text, start=start)
 
 
 def parse_lark(text: str, start: str = "start") -> Grammar:

@@ -33,8 +33,9 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-from automask.budget import check_time, check_time_now
+from automask.budget import check_time, check_time_now, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded, UnsupportedFeature
+from automask.gc_pause import paused_gc
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower
 from automask.regex import nodes as rx
 from automask.regex import utf8
@@ -96,9 +97,20 @@ class Options:
     max_rules: int = 20_000
 
 
+SCHEMA_SECONDS = 2.0  # default CPU-time limit of a JSON Schema compile
+
+
 def compile_schema(schema, **options) -> Grammar:
     """The grammar of the JSON texts valid under ``schema`` (a dict, bool, or JSON text as
-    str or bytes; checked first by :func:`~automask.schema.document.load_document`)."""
+    str or bytes; checked first by :func:`~automask.schema.document.load_document`):
+    ``Grammar.from_json_schema``, whose docstring lists the options. It runs under a
+    CPU-time limit, ``max_seconds`` (default :data:`SCHEMA_SECONDS`; None: none)."""
+    seconds = options.pop("max_seconds", SCHEMA_SECONDS)
+    with paused_gc(), time_budget(seconds, "compiling the JSON Schema", start_now=True):
+        return _compile_schema(schema, options)
+
+
+def _compile_schema(schema, options: dict) -> Grammar:
     schema = load_document(schema)  # JSON, acyclic, UTF-8 strings, bounded depth
     unknown = set(options) - set(Options.__dataclass_fields__)
     if unknown:
