@@ -40,11 +40,7 @@ CLI_IMPORTERS = {"automask.__main__"}
 #: still listed here (remove it).
 KNOWN_CYCLES: set[frozenset[str]] = set()  # none left
 #: Imports of the package root or of the CLI known to remain, as (source, target).
-KNOWN_LAYER_BREAKS: set[tuple[str, str]] = {
-    # takes Grammar, Matcher, compile and allocate_bitmask from the package root; left
-    # while memory_bench.py is being reworked elsewhere (import them from their modules)
-    ("automask.bench.memory_bench", "automask"),
-}
+KNOWN_LAYER_BREAKS: set[tuple[str, str]] = set()  # none left
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from automask.bench.grammar_bench import Progress
 from automask.bench.maskbench import load_records
+from automask.bench.progress import Progress
 from automask.bench.stats import printer, text_table
 from automask.errors import AutomaskError
 
@@ -129,7 +129,9 @@ def distinct_schemas(walks: Sequence[Walk], count: int) -> Iterator[tuple[str, A
 def run_one(schema: Any, ids: Sequence[int], vocab: Any, bitmask) -> str:
     """Compile, walk and drop one schema: ``pass``, ``refused`` (a token masked or not
     accepted) or ``error`` (the schema does not compile, or a limit fired)."""
-    from automask import Grammar, Matcher, compile
+    from automask.engine.compiled import compile
+    from automask.engine.matcher import Matcher
+    from automask.grammar.ir import Grammar
 
     try:
         matcher = Matcher(compile(Grammar.from_json_schema(schema), vocab))
@@ -217,7 +219,7 @@ def run_memory_bench(data_path: str, tokenizer_path: str, *, schemas: int = DEFA
                      max_growth_mb: float = DEFAULT_MAX_GROWTH_MB,
                      stream: TextIO | None = None) -> dict[str, Any]:
     """The whole ``bench memory`` run; returns the samples and the plateau check."""
-    from automask import allocate_bitmask
+    from automask.bitmask import allocate_bitmask
     from automask.engine import masks
     from automask.vocab import Vocabulary
 
