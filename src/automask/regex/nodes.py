@@ -34,8 +34,9 @@ import functools
 import itertools
 import threading
 import weakref
-from _weakref import _remove_dead_weakref
+from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]  # (not in typeshed)
 from collections.abc import Iterable
+from typing import Any
 
 from automask.budget import check_time
 from automask.gc_pause import untrack
@@ -58,6 +59,33 @@ class Node:
                  "_live", "_first", "_cont", "_fin", "_forced", "_meas", "_alpha",
                  "_alpha_text", "_req", "_clamps", "_incl", "__weakref__")
 
+    # The slots' types (set by _make, never by __init__). ``a`` and ``b`` are None where
+    # the kind has no such part; the kind says which are present, so they read as nodes.
+    kind: int
+    a: Node
+    b: Node
+    items: tuple[Node, ...]
+    lo: int
+    hi: int | None
+    bits: int
+    nullable: bool
+    uid: int
+    plain: bool
+    counted: bool
+    _cuts: int | None
+    _derivs: dict[int, int]  # byte -> the derivative's uid
+    _live: bool | None
+    _first: int | None
+    _cont: bool | None
+    _fin: Any  # _UNKNOWN until worked out, then a tuple of strings or None
+    _forced: bytes | None
+    _meas: tuple[int | None, int | None] | None
+    _alpha: int | None
+    _alpha_text: int | None
+    _req: int | None
+    _clamps: dict[int, int] | None  # limit -> the clamped node's uid
+    _incl: dict[int, bool] | None  # uid of a node known to include this one -> True
+
     def __repr__(self) -> str:
         return f"<Node {to_pattern(self)}>"
 
@@ -66,6 +94,8 @@ class _Ref(weakref.ref):
     """A node's weak reference: the value of its entries in the tables below."""
 
     __slots__ = ("key", "uid")
+    key: tuple
+    uid: int
 
 
 # Interning is weak: the table maps a node's key to a weak reference, so a node lives as
@@ -155,8 +185,8 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         check_time()
         node = Node()
         node.kind = kind
-        node.a = fields.get("a")
-        node.b = fields.get("b")
+        node.a = fields.get("a")  # type: ignore[assignment]  # (None: the kind has no part)
+        node.b = fields.get("b")  # type: ignore[assignment]
         node.items = fields.get("items", ())
         node.lo = fields.get("lo", 0)
         node.hi = fields.get("hi")
@@ -585,7 +615,8 @@ def _live_by_parts(node: Node) -> bool | None:
         if code.total:
             if node.hi == 0:
                 return is_live(node.a)
-            return any(derive(node.a, s) is not EMPTY for s in code.below[node.hi])
+            return any(derive(node.a, s) is not EMPTY
+                       for s in code.below[node.hi])  # type: ignore[index]  # (K_ENC: an int)
     return None
 
 
@@ -689,7 +720,8 @@ def class_starts(node: Node) -> int:
         c = class_starts(node.a)
     elif k == K_ENC:
         code = _codes[node.lo]
-        c = (class_starts(node.a) | code.root_cuts) if node.hi == 0 else code.cuts[node.hi]
+        c = ((class_starts(node.a) | code.root_cuts) if node.hi == 0
+             else code.cuts[node.hi])  # type: ignore[index]  # (K_ENC: hi is an int)
     else:
         c = 1
     node._cuts = c
@@ -752,7 +784,8 @@ def clamp(node: Node, limit: int) -> Node:
         out = nonempty(clamp(node.a, limit))
     elif k == K_ENC:  # an encoded byte takes one or more bytes
         inner = clamp(node.a, limit)
-        out = node if inner is node.a else encoded(inner, _codes[node.lo], node.hi)
+        out = (node if inner is node.a
+               else encoded(inner, _codes[node.lo], node.hi))  # type: ignore[arg-type]
     elif k == K_AND:
         out = _clamp_and(node, limit)
     else:  # bytes, empty, eps, and complements kept whole
@@ -881,6 +914,7 @@ def _measure(node: Node) -> tuple[int | None, int | None]:
     if found is not None:
         return found
     k = node.kind
+    out: tuple[int | None, int | None]
     if k == K_EPS:
         out = (0, 0)
     elif k == K_BYTES:
@@ -895,16 +929,18 @@ def _measure(node: Node) -> tuple[int | None, int | None]:
         for c in reversed(spine):
             (ma, ra), (mb, rb) = _measure(c.a), out
             out = ((None, None) if None in (ma, ra, mb, rb)
-                   else (ma + mb, max(ra + mb, rb)))
+                   else (ma + mb, max(ra + mb, rb)))  # type: ignore[operator, type-var]
             c._meas = out
     elif k == K_ALT:
         parts = [_measure(m) for m in node.items]
         out = ((None, None) if any(None in p for p in parts)
-               else (min(p[0] for p in parts), max(p[1] for p in parts)))
+               else (min(p[0] for p in parts),  # type: ignore[type-var]  # (no None here)
+                     max(p[1] for p in parts)))  # type: ignore[type-var]
     elif k == K_REPEAT:
         ma, ra = _measure(node.a)
         out = ((None, None) if None in (ma, ra)
-               else (node.lo * ma, max(node.lo * ma, ra + max(node.lo - 1, 0) * ma)))
+               else (node.lo * ma,  # type: ignore[operator]  # (no None here)
+                     max(node.lo * ma, ra + max(node.lo - 1, 0) * ma)))  # type: ignore[operator]
     else:  # empty, nonempty, intersections, complements, encodings
         out = (None, None)
     node._meas = out
@@ -991,9 +1027,10 @@ def _finite_set(node: Node, limit: int) -> set[bytes] | None:
     if k == K_CONCAT:
         head = finite_strings(node.a, limit)
         tail = finite_strings(node.b, limit) if head is not None else None
-        if tail is None or len(head) * len(tail) > limit:
+        # (head is None only where tail is)
+        if tail is None or len(head) * len(tail) > limit:  # type: ignore[arg-type]
             return None
-        return {x + y for x in head for y in tail}
+        return {x + y for x in head for y in tail}  # type: ignore[union-attr]
     if k == K_ALT:
         out: set[bytes] = set()
         for member in node.items:
@@ -1200,7 +1237,7 @@ def _derive_encoded(node: Node, byte: int, step=None) -> Node:
     step = step or derive
     code = _codes[node.lo]
     inner = node.a
-    nxt = code.children[node.hi].get(byte)
+    nxt = code.children[node.hi].get(byte)  # type: ignore[index]  # (K_ENC: hi is an int)
     if nxt is None:
         return EMPTY
     out = [encoded(step(inner, s), code) for s in code.done[nxt]]
