@@ -7,6 +7,8 @@ Layout (shared with xgrammar and llguidance, so their kernels accept ours):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -19,7 +21,7 @@ def allocate_bitmask(batch: int, vocab_size: int) -> np.ndarray:
     return np.full((batch, bitmask_words(vocab_size)), -1, dtype=np.int32)
 
 
-def writable_words(bitmask) -> np.ndarray:
+def writable_words(bitmask: Any) -> np.ndarray:
     """A bitmask to fill in place, as a NumPy int32 view of its memory (1-D or 2-D).
 
     Takes NumPy arrays and CPU torch tensors; refuses what a fill could not
@@ -43,7 +45,7 @@ def writable_words(bitmask) -> np.ndarray:
     return words
 
 
-def row_index(index, rows: int) -> int:
+def row_index(index: object, rows: int) -> int:
     """``index`` as a row of a bitmask with ``rows`` rows: an integer in ``[0, rows)``
     (negative indices are refused, not counted from the end)."""
     if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -54,7 +56,7 @@ def row_index(index, rows: int) -> int:
     return int(index)
 
 
-def unpack_bitmask(bitmask, width: int) -> np.ndarray:
+def unpack_bitmask(bitmask: Any, width: int) -> np.ndarray:
     """Boolean ``(batch, width)`` (or ``(width,)``) array of allowed tokens; bits past the
     mask are disallowed."""
     words = np.ascontiguousarray(np.asarray(bitmask), dtype=np.int32)
@@ -67,7 +69,7 @@ def unpack_bitmask(bitmask, width: int) -> np.ndarray:
     return bits[0] if squeeze else bits
 
 
-def apply_bitmask(logits, bitmask):
+def apply_bitmask(logits: Any, bitmask: Any) -> Any:
     """Set disallowed logits to ``-inf``, in place; returns ``logits``.
 
     Works on NumPy arrays and torch tensors (any device: the mask is moved to
@@ -98,7 +100,7 @@ def apply_bitmask(logits, bitmask):
     return logits
 
 
-def _is_torch(x) -> bool:
+def _is_torch(x: object) -> bool:
     return type(x).__module__.startswith("torch")
 
 
@@ -120,7 +122,7 @@ def _check_mask(logits_shape: tuple, mask_shape: tuple, kind: str) -> None:
                              "row of logits, or a single row")
 
 
-def _apply_torch(logits, bitmask):
+def _apply_torch(logits: Any, bitmask: Any) -> Any:
     import torch
 
     if not logits.is_floating_point():

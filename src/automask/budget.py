@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import TracebackType
 
 from automask.errors import LimitExceeded
 
@@ -30,6 +31,9 @@ class _Deadline:
     so work that never checks (a mask made of cached parts) never reads the clock."""
 
     __slots__ = ("end", "what", "seconds")
+    end: float | None
+    what: str
+    seconds: float
 
     def __init__(self, what: str, seconds: float):
         self.end, self.what, self.seconds = None, what, seconds
@@ -74,7 +78,8 @@ class time_budget:
         # checks in (microseconds of work against seconds of budget): entered on every
         # uncached mask and token, a read each (a system call) was 3% of mask time.
 
-    def __exit__(self, kind, value, traceback) -> None:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         if self.mine is not None:
             _local.deadline = self.outer
         if kind is RecursionError:

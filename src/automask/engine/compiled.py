@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from automask.budget import time_budget
 from automask.engine.earley import Parser, ParserTables, follow_lexemes
@@ -21,6 +22,9 @@ from automask.engine.tokens import RootTokens
 from automask.errors import GrammarError
 from automask.grammar.ir import Grammar
 from automask.regex import nodes as rx
+
+if TYPE_CHECKING:
+    from automask.vocab.vocabulary import Vocabulary
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ _roots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _roots_lock = threading.Lock()
 
 
-def root_tokens(vocab) -> RootTokens:
+def root_tokens(vocab: Vocabulary) -> RootTokens:
     """The vocabulary's ordinary tokens as a byte matrix (built once per vocabulary)."""
     with _roots_lock:
         root = _roots.get(vocab)
@@ -61,7 +65,7 @@ def root_tokens(vocab) -> RootTokens:
 class CompiledGrammar:
     """A grammar compiled against one vocabulary. Immutable from the outside; thread-safe."""
 
-    def __init__(self, grammar: Grammar, vocab, limits: Limits | None = None):
+    def __init__(self, grammar: Grammar, vocab: Vocabulary, limits: Limits | None = None):
         self.grammar = grammar
         self.vocab = vocab
         self.limits = limits or Limits()
@@ -92,7 +96,8 @@ class CompiledGrammar:
                 f"lexemes, vocab {self.vocab.size}>")
 
 
-def compile(grammar: Grammar, vocab, *, limits: Limits | None = None) -> CompiledGrammar:
+def compile(grammar: Grammar, vocab: Vocabulary, *, limits: Limits | None = None
+            ) -> CompiledGrammar:
     """Compile ``grammar`` for ``vocab``; cheap, because the automata are built lazily."""
     if not isinstance(grammar, Grammar):
         raise TypeError(f"compile() takes a Grammar, not {type(grammar).__name__}")

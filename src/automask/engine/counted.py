@@ -47,6 +47,7 @@ def bounded_body(node: rx.Node) -> BoundedBody | None:
     if node.kind != rx.K_CONCAT or node.a.kind != rx.K_ENC or node.a.hi != 0:
         return None
     enc, tail = node.a, node.b
+    others: tuple[rx.Node, ...]
     rep, others = enc.a, ()
     if rep.kind == rx.K_AND:
         counts = [m for m in rep.items if m.kind == rx.K_REPEAT and m.hi is not None]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import heapq
 import threading
 from array import array
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from automask.budget import check_time
 from automask.errors import LimitExceeded
@@ -185,7 +187,7 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
 
     # FIRST(a) reads FIRST(b) for each b on a's right sides; FOLLOW the other way round
     # (same strongly connected parts, reversed order).
-    reads = {a: set() for a in nts}
+    reads: dict[str, set[str]] = {a: set() for a in nts}
     for lhs, rhs in prods:
         reads[lhs].update(sym for sym in rhs if isinstance(sym, str))
     rank = _dependency_ranks(reads)
@@ -221,7 +223,7 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
     return out
 
 
-def _fixpoint(ranks: list[int], step) -> None:
+def _fixpoint(ranks: list[int], step: Callable[[int], Iterable[int]]) -> None:
     """Run ``step(k)`` for every k, then for whatever it returns as changed, until stable;
     lowest ``ranks[k]`` first (every step counts towards a time-limit check)."""
     queue = [(r, k) for k, r in enumerate(ranks)]
@@ -300,6 +302,15 @@ class EarleySet:
     # collector to walk, and a dict of ints it never tracks at all.
     __slots__ = ("uid", "key", "by_symbol", "waiting", "lexemes", "accepting", "lexer_start",
                  "size")
+    # set by Parser._build, never by __init__
+    uid: int
+    key: bytes
+    by_symbol: dict[int, int]  # symbol -> start << 32 | stop in waiting
+    waiting: tuple  # (core, origin EarleySet or None, core, origin, ...)
+    lexemes: tuple[int, ...]
+    accepting: bool
+    lexer_start: int
+    size: int
 
     def __repr__(self) -> str:
         return f"<EarleySet #{self.uid} items={self.size} lexemes={self.lexemes}>"
@@ -308,7 +319,7 @@ class EarleySet:
 class Parser:
     """Builds and interns Earley sets, and memoizes lexeme completions."""
 
-    def __init__(self, tables: ParserTables, ignore: tuple[int, ...], lexer,
+    def __init__(self, tables: ParserTables, ignore: tuple[int, ...], lexer: Any,
                  max_items: int = 100_000, max_sets: int = 20_000):
         self.t = tables
         self.ignore = tuple(sorted(set(ignore)))

@@ -96,7 +96,7 @@ def dying_rows(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
 
 
 def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
-                      crossing) -> list[tuple[int, TokenSet]]:
+                      crossing: list[tuple[int, TokenSet]]) -> list[tuple[int, TokenSet]]:
     """The plain body's crossing groups without the rows that close a left-out word
     (they die in ``state``). A group that loses no row is the same object, so its
     decisions stay shared with the plain body's."""

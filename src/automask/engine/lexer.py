@@ -17,6 +17,7 @@ State 0 is the dead state.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,7 @@ class LexerDFA:
         return zip(self.lexes[sid], self.nodes[sid], strict=True)
 
     def _intern(self, members: tuple[tuple[int, rx.Node], ...]) -> int:
+        key: tuple[int, ...]
         if len(members) == 1:  # most states: a flat int key (the GC stops tracking it)
             key = (members[0][0], members[0][1].uid)
         else:
@@ -84,6 +86,9 @@ class LexerDFA:
                 raise LimitExceeded(f"lexer automaton exceeds {self.max_states} states")
             if sid >= len(self.accepting):
                 self._grow()
+            lexes: tuple[int, ...]
+            nodes: tuple[rx.Node, ...]
+            acc: tuple[int, ...]
             if len(members) == 1:  # (most states: no generators)
                 lex, node = members[0]
                 lexes, nodes, acc = (lex,), (node,), (lex,) if node.nullable else ()
@@ -133,7 +138,7 @@ class LexerDFA:
 
     def row(self, sid: int) -> tuple[int, ...]:
         """The 256 successor states of ``sid`` (materialized on first use)."""
-        r = self.rows[sid]
+        r: Any = self.rows[sid]  # (a list while it is filled in)
         if r is not None:
             return r
         with self._lock:

@@ -17,13 +17,16 @@ All caches are bounded (oldest entries dropped first).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import partial
 from gc import is_tracked
+from typing import Any
 
 import numpy as np
 
 from automask.budget import check_time
 from automask.engine import counted, excluded, gaps
+from automask.engine.earley import EarleySet
 from automask.engine.state import Config, Runtime, pairs
 from automask.engine.tokens import (
     Reuse,
@@ -68,7 +71,7 @@ class BoundedCache(dict):
         self._costs: dict = {}
         self._anchors: dict = {}  # key -> what the entry holds alive beside its value
 
-    def put(self, key, value, cost: int, anchor=None):
+    def put(self, key: Any, value: Any, cost: int, anchor: object = None) -> Any:
         """Keep ``value`` under ``key``; ``anchor``: an object held as long as the entry is
         (a regex node whose uid is in the key: interning is weak, see automask.regex.nodes)."""
         if key in self:
@@ -98,7 +101,7 @@ class BoundedCache(dict):
             untrack(self)
         return value
 
-    def made(self, key, make, cost):
+    def made(self, key: Any, make: Callable[[], Any], cost: Callable[[Any], int]) -> Any:
         """The value under ``key``, made by ``make()`` and kept (at ``cost(value)``) if absent."""
         value = self.get(key)
         if value is None:
@@ -106,7 +109,7 @@ class BoundedCache(dict):
             self.put(key, value, cost(value))
         return value
 
-    def recent(self, key):
+    def recent(self, key: Any) -> Any:
         """``get``, moving a hit to the back of the eviction order."""
         value = self.pop(key, None)
         if value is not None:
@@ -241,7 +244,7 @@ class MaskComputer:
                 self._scans.put(key, found, _scan_cost(*found))
         return found
 
-    def _shared_scan(self, tokens: TokenSet, ls: int, finish, borrow: bool = True,
+    def _shared_scan(self, tokens: TokenSet, ls: int, finish: Any, borrow: bool = True,
                      follow: int | None = None) -> tuple[np.ndarray, list]:
         """:func:`scan`, shared between grammars for one-lexeme states.
 
@@ -321,7 +324,7 @@ class MaskComputer:
                    + NODE_COST * (1 + len(by_node)), anchor=node)
         return part, crossing
 
-    def _reuse(self, state: int, finish) -> Reuse | None:
+    def _reuse(self, state: int, finish: Any) -> Reuse | None:
         """Another one-lexeme state whose root scan can stand in for most of ``state``'s.
 
         Where ``state`` goes to the same state ``d`` on most first bytes and
@@ -348,7 +351,7 @@ class MaskComputer:
         part, crossing = self._shared_scan(self.root, d, finish, False, rx.FULL_BITS)
         return Reuse(same, self._inside_rows(part), crossing)
 
-    def _gap_scan(self, lex: int, gap: gaps.Gap, finish, follow: int
+    def _gap_scan(self, lex: int, gap: gaps.Gap, finish: Any, follow: int
                   ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
         """The root scan of a lexeme opening with a whitespace gap (see
         :mod:`automask.engine.gaps`): the rest's, plus the rest's scan of the
@@ -409,7 +412,7 @@ class MaskComputer:
             return None, ()
         return np.array(prefixes, dtype=np.int32), ()
 
-    def _except_scan(self, lex: int, state: int, body: excluded.ExceptBody, finish
+    def _except_scan(self, lex: int, state: int, body: excluded.ExceptBody, finish: Any
                      ) -> tuple[np.ndarray, list[tuple[int, TokenSet]], bool]:
         """The root scan of "any key but the declared ones" (see :mod:`automask.engine.excluded`):
         the plain key body's, minus the rows that close a declared name. Returns the
@@ -522,7 +525,7 @@ class MaskComputer:
         untrack(mask)  # arrays only: in no cycle (see gc_pause)
         return self._masks.put(config.uid, mask, mask.nbytes)
 
-    def _decide(self, origin, state: int, child: TokenSet) -> np.ndarray | None:
+    def _decide(self, origin: EarleySet, state: int, child: TokenSet) -> np.ndarray | None:
         """Which suffixes of a crossing group survive, after the lexeme end in ``state``."""
         after = self.runtime.after_thread(origin, state)
         if after is self.runtime.dead:
@@ -582,7 +585,7 @@ def _shared_scans(root: RootTokens) -> BoundedCache:
     return root.shared_scans
 
 
-def _kept(items) -> tuple:
+def _kept(items: Any) -> tuple:
     """``items`` as a tuple for a cache, it and its tuple members out of the collector's
     sight. Tuples, not lists: an empty one is the shared (), so a scan with no crossing
     groups (most keys) leaves nothing to track. And a tuple holding a token set or a
@@ -624,7 +627,7 @@ def _frozen(inside: np.ndarray) -> np.ndarray:
     return inside
 
 
-def _threads(config: Config, split, capped: bool = False) -> tuple:
+def _threads(config: Config, split: Callable[[int], Any], capped: bool = False) -> tuple:
     """The config's threads with each lexer state split into one state per lexeme
     (flat, as ``Config.threads``).
 
@@ -638,7 +641,8 @@ def _threads(config: Config, split, capped: bool = False) -> tuple:
     """
     found = config.parts_capped if capped else config.parts
     if found is None:
-        out, any_split = [], False
+        out: list = []
+        any_split = False
         for origin, ls in pairs(config.threads):
             parts = split(ls)
             if len(parts) == 1 or (capped and len(parts) > SPLIT_MAX):
@@ -659,14 +663,14 @@ def _threads(config: Config, split, capped: bool = False) -> tuple:
     return found
 
 
-def _scan_cost(inside, crossing) -> int:
+def _scan_cost(inside: Any, crossing: Any) -> int:
     if type(inside) is tuple:  # (own part, shared parts): those are counted where they are kept
         inside = inside[0]
     held = 0 if inside is None else inside.nbytes
     return held + sum(c.nbytes for _, c in crossing) + 200
 
 
-def _bool_of(ids, size: int) -> np.ndarray:
+def _bool_of(ids: Any, size: int) -> np.ndarray:
     out = np.zeros(size, dtype=bool)
     for i in ids:
         if 0 <= i < size:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from automask.bitmask import row_index, writable_words
 from automask.budget import time_budget
 from automask.engine.compiled import CompiledGrammar
+from automask.engine.masks import Mask
 from automask.engine.state import Config
 from automask.engine.tokens import prefix_rows
 from automask.errors import NoLegalContinuation, VocabularyError
@@ -156,7 +158,7 @@ class Matcher:
         return True
 
     # ---- masks
-    def _mask(self):
+    def _mask(self) -> Mask:
         masks = self.compiled.masks
         mask = masks.cached(self._history[-1])  # the common case: no budget to set up
         if mask is None:
@@ -177,7 +179,7 @@ class Matcher:
         self._mask().write(out)
         return out
 
-    def fill_bitmask(self, bitmask, index: int = 0) -> None:
+    def fill_bitmask(self, bitmask: Any, index: int = 0) -> None:
         """Write the allowed tokens into ``bitmask`` (int32, ``(batch, ceil(size/32))`` or 1-D).
 
         Token ``t`` is bit ``t % 32`` of word ``t // 32``; EOS is allowed exactly

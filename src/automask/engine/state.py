@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from array import array
+from typing import Any
 
 from automask.engine.earley import EarleySet, Parser
 from automask.engine.lexer import DEAD as LEX_DEAD
@@ -30,6 +31,14 @@ class Config:
     """
 
     __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "parts", "parts_capped")
+    # set by Runtime.intern, never by __init__
+    uid: int
+    threads: tuple  # (EarleySet, lexer state, EarleySet, lexer state, ...)
+    accepting: bool
+    next: dict[bytes, int] | None  # byte string -> the configuration's uid
+    live_bytes: int  # -1 until worked out
+    parts: tuple | None  # the threads split per lexeme (engine.masks)
+    parts_capped: tuple | None
 
     def __repr__(self) -> str:
         ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in pairs(self.threads))
@@ -66,7 +75,7 @@ class Runtime:
         self.initial = self.intern(((init, init.lexer_start),) if init.lexemes else (),
                                    init.accepting)
 
-    def intern(self, threads, accepting: bool) -> Config:
+    def intern(self, threads: Any, accepting: bool) -> Config:
         if len(threads) != 1:  # distinct threads in (set, lexer state) order, an int each
             by_int = {s.uid << 32 | ls: (s, ls) for s, ls in threads}
             ints = sorted(by_int)

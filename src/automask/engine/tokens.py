@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -140,6 +140,7 @@ def prefix_rows(texts: tuple[bytes, ...], text: bytes) -> tuple[list[int], range
     costs the few bisections until no row starts with its prefix, not a step
     per byte, and no array as long as the vocabulary.
     """
+    found: list[int]
     n, lo, found = len(texts), 0, []
     for k in range(1, len(text) + 1):
         head = text[:k]
@@ -190,7 +191,8 @@ class RootTokens(TokenSet):
         #: bitmask of the bytes that occur in at least one token
         self.present_bytes = sum(1 << b for b in np.flatnonzero(counts_by_byte).tolist())
         self.trie = PrefixTrie(self)
-        self.shared_scans = None  # scans shared by every grammar (see engine.masks)
+        # scans shared by every grammar (an engine.masks.BoundedCache)
+        self.shared_scans: Any = None
         # pack_rows gathers every id's row in one pass; ids with no row (and
         # the padding up to a whole word) read the extra False slot at index n.
         nwords = (size + 31) // 32

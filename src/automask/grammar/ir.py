@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
@@ -184,7 +185,8 @@ class Grammar:
         return _front_end("lark")(text, start, max_seconds=max_seconds)
 
     @classmethod
-    def from_tags(cls, tags, *, triggers=None, free_text: bool = True, min_segments: int = 0,
+    def from_tags(cls, tags: Any, *, triggers: Any = None, free_text: bool = True,
+                  min_segments: int = 0,
                   max_segments: int | None = None) -> Grammar:
         """Free text in which a trigger opens a segment ``begin content end`` of one of the
         ``tags`` (tool calls); see :mod:`automask.grammar.segments`."""
@@ -199,7 +201,7 @@ class Grammar:
         return _front_end("after_reasoning")(inner, begin=begin, end=end, required=required)
 
     @classmethod
-    def from_json_schema(cls, schema, **options) -> Grammar:
+    def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
         """JSON texts valid under a JSON Schema (dict, bool, or JSON text as str or bytes).
 
         The schema must be a JSON document (no cycles, string keys, JSON values,
@@ -217,7 +219,7 @@ class Grammar:
         return _front_end("json_schema")(schema, **options)
 
     @classmethod
-    def from_pydantic(cls, model, **options) -> Grammar:
+    def from_pydantic(cls, model: Any, **options: Any) -> Grammar:
         """JSON texts valid for a pydantic model class (its ``model_json_schema()``)."""
         schema_of = getattr(model, "model_json_schema", None)
         if schema_of is None:

@@ -34,7 +34,7 @@ Features with no regular meaning or no single-file meaning raise
 
 from __future__ import annotations
 
-import _sre
+import _sre  # type: ignore[import-not-found]  # (CPython's, not in typeshed)
 import array
 import bisect
 import functools
@@ -615,7 +615,7 @@ class _Lexer:
             c = text[i]
             prev = out[-1].kind if out else "NL"
             if c in "\r\n":
-                j = _BLANK_LINES.match(text, i).end()
+                j = _BLANK_LINES.match(text, i).end()  # type: ignore[union-attr]  # (matches "")
                 if j < n and text[j] == "|":
                     out.append(_Tok("|", "|", j))
                     i = j + 1

@@ -212,7 +212,7 @@ def alternation(nodes: list[rx.Node]) -> rx.Node:
         return rx.alt_of(nodes)
     texts = [_literal_bytes(n) for n in nodes]
     if all(t is not None for t in texts):
-        return literal_trie(texts)
+        return literal_trie(texts)  # type: ignore[arg-type]  # (none is None)
     chains: dict[tuple[int, ...], tuple[rx.Node, ...]] = {}
     for n in nodes:
         parts = []

@@ -123,7 +123,7 @@ class SamplingFields(_Body):
 
     @property
     def stops(self) -> list[str]:
-        return list(self.stop or [])  # type: ignore[arg-type]
+        return list(self.stop or [])
 
     @property
     def include_usage(self) -> bool:

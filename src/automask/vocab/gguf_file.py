@@ -212,7 +212,7 @@ def load_gguf(
         if kind in SPECIAL_TYPES:
             special_ids.add(i)
             named[text.decode("utf-8", errors="replace")] = i
-    default_eos = [meta.get(k) for k in _EOS_KEYS]
+    default_eos: list[Any] = [meta.get(k) for k in _EOS_KEYS]
     default_eos = [
         v
         for v in default_eos

@@ -124,7 +124,7 @@ def _step_replace(old: str, new: str, regex: bool) -> Step:
         return _step_spiece_space
     old_b, new_b = old.encode("utf-8"), new.encode("utf-8")
 
-    def step(x: Piece) -> Piece:
+    def step(x: Piece) -> Piece:  # type: ignore[no-redef]  # (the other branch's returned)
         return x.replace(old, new) if isinstance(x, str) else x.replace(old_b, new_b)
 
     return step
@@ -201,7 +201,7 @@ def decoder_steps(data: dict) -> list[Step]:
         kind = dec.get("type")
         if kind == "Fuse":
             break
-        kinds.add(kind)
+        kinds.add(kind)  # type: ignore[arg-type]  # (a decoder without a type: None)
         if kind == "ByteLevel":
             steps.append(_step_byte_level)
             break  # ByteLevel joins all tokens into one string: later steps are whole-output
