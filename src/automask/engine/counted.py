@@ -112,10 +112,11 @@ def _slack(content: rx.Node) -> int | None:
             for i, succ in enumerate(nexts):
                 for _b, d, weight in succ:
                     j = dist[index[d.uid]]
-                    if j is not None and (dist[i] is None or j + weight < dist[i]):
+                    # dist[i] is not None on the right of the or (mypy does not narrow an index)
+                    if j is not None and (dist[i] is None or j + weight < dist[i]):  # type: ignore[operator]
                         dist[i] = j + weight
                         changed = True
-        found = None if any(d is None for d in dist) else max(dist)
+        found = None if any(d is None for d in dist) else max(dist)  # type: ignore[type-var]  # no None left
     _slacks[content.uid] = found
     return found
 

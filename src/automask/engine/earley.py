@@ -42,24 +42,25 @@ class ParserTables:
         # a nonterminal as -(index + 1), or None when the rule is complete.
         self.next_symbol: list[int | None] = []
         self.lhs: list[int] = []
-        self.initial_cores: list[list[int]] = [[] for _ in names]
+        initial_cores: list[list[int]] = [[] for _ in names]
         top = len(names)  # the augmented start rule: TOP -> start
         self.nt_names.append("<top>")
-        self.initial_cores.append([])
+        initial_cores.append([])
         for lhs, rhs in [(top, (grammar.start,))] + [(self.nt_index[p.lhs], p.rhs)
                                                       for p in grammar.productions]:
-            self.initial_cores[lhs].append(len(self.next_symbol))
+            initial_cores[lhs].append(len(self.next_symbol))
             for sym in rhs:
                 self.next_symbol.append(sym if isinstance(sym, int) else -(self.nt_index[sym] + 1))
                 self.lhs.append(lhs)
             self.next_symbol.append(None)
             self.lhs.append(lhs)
         # Tuples of ints: the garbage collector stops tracking them (lists it would walk).
-        self.initial_cores = [tuple(cores) for cores in self.initial_cores]
+        self.initial_cores: list[tuple[int, ...]] = [tuple(cores) for cores in initial_cores]
         self.top_start = self.initial_cores[top][0]
         self.top_done = self.top_start + 1
         self.nullable = self._nullable()
-        self._predictions: dict[int, tuple[dict[int, None], tuple[int, ...]]] = {}
+        # None: that closure is over PREDICTION_CAP (see prediction)
+        self._predictions: dict[int, tuple[dict[int, None], tuple[int, ...]] | None] = {}
 
     def _nullable(self) -> list[bool]:
         """Which nonterminals derive the empty string: a worklist in which each rule waits
@@ -135,7 +136,7 @@ class ParserTables:
                 found = (cores, tuple(nts))
                 untrack(found)  # ints only
             self._predictions[nt] = found
-        return found
+        return found  # type: ignore[return-value]  # not _MISSING: found above
 
 
 #: The largest prediction closure kept whole (see :meth:`ParserTables.prediction`); JSON
@@ -357,12 +358,13 @@ class Parser:
                 if core == top_done:  # the augmented start rule is complete
                     accepting = True
                 elif key > _CORE_BITS:  # completion; self-origin ones: see nullability
-                    origin = items[key]
-                    span = origin.by_symbol.get(~lhs[core])
+                    # key > _CORE_BITS: the key holds an origin, so its item's is a set
+                    parent: EarleySet = items[key]  # type: ignore[assignment]
+                    span = parent.by_symbol.get(~lhs[core])
                     if span is not None:
-                        waiting = origin.waiting
+                        waiting = parent.waiting
                         for i in range(span >> 32, span & _CORE_BITS, 2):
-                            above = waiting[i + 1] or origin
+                            above = waiting[i + 1] or parent
                             key = waiting[i] + 1 | (above.uid + 1) << _ORIGIN_SHIFT
                             if key not in items:
                                 items[key] = above
@@ -392,12 +394,12 @@ class Parser:
                         push(key)
         # The identity of a set: its live items (those that can still consume input).
         live = sorted([k for k in items if nxt_sym[k & _CORE_BITS] is not None])
-        key = array("q", [accepting] + live).tobytes()
-        found = self._sets.get(key)
+        set_key = array("q", [accepting] + live).tobytes()
+        found = self._sets.get(set_key)
         if found is not None:
             return found
         with self._lock:
-            found = self._sets.get(key)
+            found = self._sets.get(set_key)
             if found is not None:
                 return found
             if len(self._sets) >= self.max_sets:
@@ -407,20 +409,21 @@ class Parser:
             s = EarleySet()
             s.uid = self._uid
             self._uid += 1
-            s.key = key
+            s.key = set_key
             s.accepting = accepting
             s.size = len(items)
             by_symbol: dict[int, list] = {}
             for k in live:
                 core = k & _CORE_BITS
-                by_symbol.setdefault(nxt_sym[core], []).extend((core, items[k]))
+                # live items only: their next symbol is not None
+                by_symbol.setdefault(nxt_sym[core], []).extend((core, items[k]))  # type: ignore[arg-type]
             lexemes = {sym for sym in by_symbol if sym >= 0}
-            waiting: list = []
+            set_waiting: list = []
             s.by_symbol = {}
             for sym, flat in by_symbol.items():
-                s.by_symbol[sym] = len(waiting) << 32 | (len(waiting) + len(flat))
-                waiting += flat
-            s.waiting = tuple(waiting)
+                s.by_symbol[sym] = len(set_waiting) << 32 | (len(set_waiting) + len(flat))
+                set_waiting += flat
+            s.waiting = tuple(set_waiting)
             # It refers to older sets only (None stands for this one), so no cycle runs
             # through a set: reference counts free it, and the collector need not look.
             untrack(s.waiting)
@@ -429,11 +432,12 @@ class Parser:
                 lexemes.update(self.ignore)
             s.lexemes = tuple(sorted(lexemes))
             s.lexer_start = self.lexer.start(s.lexemes) if s.lexemes else 0
-            self._sets[key] = s
+            self._sets[set_key] = s
             return s
 
     def complete(self, completions: list[tuple[EarleySet, int]]) -> EarleySet:
         """The set after the given (origin set, lexeme) pairs all end at one position."""
+        key: tuple[int, int] | frozenset[tuple[int, int]]
         if len(completions) == 1:
             key = (completions[0][0].uid, completions[0][1])
         else:  # the order and repeats of the pairs do not matter

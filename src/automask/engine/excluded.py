@@ -15,6 +15,7 @@ follows a comma) changes nothing but where that first byte is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -89,14 +90,15 @@ def dying_rows(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
         return dead
     for node in np.flatnonzero(byte_lut(body.first)[trie.byte[1]]).tolist():
         lo, hi = int(trie.start[1][node]), int(trie.end[1][node])
-        for r in (lo + np.flatnonzero(holding_tail[lo:hi])).tolist():
+        # holding_tail is given where there is no prefix (see rows_holding's caller)
+        for r in (lo + np.flatnonzero(holding_tail[lo:hi])).tolist():  # type: ignore[index]
             if not lexer.walk(state, texts[r]):
                 dead.append(r)
     return dead
 
 
 def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: ExceptBody,
-                      crossing: list[tuple[int, TokenSet]]) -> list[tuple[int, TokenSet]]:
+                      crossing: Sequence[tuple[int, TokenSet]]) -> list[tuple[int, TokenSet]]:
     """The plain body's crossing groups without the rows that close a left-out word
     (they die in ``state``). A group that loses no row is the same object, so its
     decisions stay shared with the plain body's."""
@@ -104,7 +106,8 @@ def drop_closed_words(root: RootTokens, lexer: LexerDFA, state: int, body: Excep
     texts = root.texts()
     out = []
     for after, child in crossing:  # (a row crossing after the tail holds the whole prefix)
-        rows = child.parent_rows
+        # a crossing group is a child set: its parent_rows are set
+        rows: np.ndarray = child.parent_rows  # type: ignore[assignment]
         picked = np.flatnonzero(first_ok[root.flat[root.offsets[rows] + len(body.prefix)]])
         skips = (child.offsets[picked] - root.offsets[rows[picked]]).tolist()
         gone = [i for i, r, k in zip(picked.tolist(), rows[picked].tolist(), skips, strict=True)

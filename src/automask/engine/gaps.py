@@ -119,7 +119,8 @@ class SpacedTokens(NamedTuple):
         """A crossing group of the remainders' scan as one of the root's (each root row
         spelled ``w r``, its suffix moved past the run), or None if no row fits."""
         skips = child.offsets - self.rest.offsets[child.parent_rows]
-        rows, source, runs = self.expand(child.parent_rows, most)
+        # a crossing group is a child set: its parent_rows are set
+        rows, source, runs = self.expand(child.parent_rows, most)  # type: ignore[arg-type]
         if not len(rows):
             return None
         return root.child(rows, runs + skips[source])

@@ -17,7 +17,6 @@ State 0 is the dead state.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import numpy as np
 
@@ -138,7 +137,7 @@ class LexerDFA:
 
     def row(self, sid: int) -> tuple[int, ...]:
         """The 256 successor states of ``sid`` (materialized on first use)."""
-        r: Any = self.rows[sid]  # (a list while it is filled in)
+        r = self.rows[sid]
         if r is not None:
             return r
         with self._lock:
@@ -146,16 +145,16 @@ class LexerDFA:
             if r is not None:
                 return r
             check_time()
-            r = [DEAD] * 256
+            filling = [DEAD] * 256
             live = 0
             for lo, hi in rx.class_runs(self._class_starts(sid)):
                 target = self._successor(sid, lo)
                 if target != DEAD:
-                    r[lo: hi + 1] = [target] * (hi - lo + 1)
+                    filling[lo: hi + 1] = [target] * (hi - lo + 1)
                     live |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
-            self.table[sid] = r
+            self.table[sid] = filling
             self.live_bytes[sid] = live
-            self.rows[sid] = r = tuple(r)
+            self.rows[sid] = r = tuple(filling)
             return r
 
     def transition(self, sid: int, byte: int) -> int:
@@ -194,7 +193,7 @@ class LexerDFA:
         """``table[states, data]``, computing the transitions not known yet."""
         # One take from the flat table: 2-D fancy indexing costs about twice as much.
         at = (states.astype(np.intp) << 8) | data
-        out = self.table.ravel().take(at)
+        out: np.ndarray = self.table.ravel().take(at)
         unknown = out == UNKNOWN
         if np.count_nonzero(unknown):
             missing = at[unknown]

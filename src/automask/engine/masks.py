@@ -17,7 +17,7 @@ All caches are bounded (oldest entries dropped first).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from gc import is_tracked
 from typing import Any
@@ -145,10 +145,10 @@ class Mask:
             bits: dict[int, int] = {}
             for i in ids.tolist():
                 bits[i >> 5] = bits.get(i >> 5, 0) | 1 << (i & 31)
-            words = sorted(bits)
-            self.word_idx = np.array(words, dtype=np.int32)
-            self.word_val = np.array([bits[w] for w in words], dtype=np.uint32)
-            self.empty = not dense and not words
+            ordered = sorted(bits)
+            self.word_idx = np.array(ordered, dtype=np.int32)
+            self.word_val = np.array([bits[w] for w in ordered], dtype=np.uint32)
+            self.empty = not dense and not ordered
             return
         if len(ids) >= PACKED_MASK_IDS:  # packbits over every id up to the last one
             allowed = np.zeros(((int(ids.max()) >> 5) + 1) * 32, dtype=bool)
@@ -203,7 +203,7 @@ class MaskComputer:
         self._sub: BoundedCache = BoundedCache(decision_cache_bytes)
         self._lock = threading.RLock()
 
-    def root_scan(self, ls: int) -> tuple[np.ndarray | None, list[tuple[int, TokenSet]]]:
+    def root_scan(self, ls: int) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
         """The inside tokens and crossing groups of lexer state ``ls`` (cached).
 
         The inside part is a packed mask over ids when many tokens are inside
@@ -235,7 +235,8 @@ class MaskComputer:
         part.setflags(write=False)
         return part
 
-    def sub_scan(self, tokens: TokenSet, ls: int) -> tuple[np.ndarray, list]:
+    def sub_scan(self, tokens: TokenSet, ls: int
+                 ) -> tuple[np.ndarray, Sequence[tuple[int, TokenSet]]]:
         key = (tokens.uid << 32) | ls
         found = self._scans.get(key)
         if found is None:
@@ -245,7 +246,7 @@ class MaskComputer:
         return found
 
     def _shared_scan(self, tokens: TokenSet, ls: int, finish: Any, borrow: bool = True,
-                     follow: int | None = None) -> tuple[np.ndarray, list]:
+                     follow: int | None = None) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
         """:func:`scan`, shared between grammars for one-lexeme states.
 
         A one-lexeme state's scan depends only on its regex node and on the
@@ -260,6 +261,7 @@ class MaskComputer:
         the vocabulary, not two.
         """
         lexer = self.runtime.lexer
+        crossing: Sequence[tuple[int, TokenSet]]
         if len(lexer.lexes[ls]) != 1:
             inside, crossing = scan(tokens, lexer, ls)
             return finish(inside), _kept(crossing)
@@ -276,7 +278,7 @@ class MaskComputer:
         shared = _shared_scans(self.root)
         # Least recently used goes first: the plain string body's scan, used by every
         # schema, must not be dropped for being old (a 10-20 ms walk each time).
-        hit = shared.recent(key)
+        hit: tuple[Any, tuple] | None = shared.recent(key)
         if hit is not None:
             part, by_node = hit
             if not by_node:  # most keys and punctuation: nothing crosses
@@ -299,7 +301,7 @@ class MaskComputer:
             own_part = False
         elif root and (other := excluded.except_body(node)) is not None:
             part, crossing, own_part = self._except_scan(lex, state, other, finish)
-        elif root and (found := scan_string(tokens, lexer, state,
+        elif root and (found := scan_string(tokens, lexer, state,  # type: ignore[arg-type]  # root: tokens is self.root
                                             rx.forced_prefix(node)[:tokens.maxlen])):
             inside, crossing = found  # a key's name, a keyword
             part = finish(inside)
@@ -352,7 +354,7 @@ class MaskComputer:
         return Reuse(same, self._inside_rows(part), crossing)
 
     def _gap_scan(self, lex: int, gap: gaps.Gap, finish: Any, follow: int
-                  ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+                  ) -> tuple[Any, list[tuple[int, TokenSet]]]:
         """The root scan of a lexeme opening with a whitespace gap (see
         :mod:`automask.engine.gaps`): the rest's, plus the rest's scan of the
         remainders of the tokens that start with gap bytes, mapped back.
@@ -399,7 +401,8 @@ class MaskComputer:
         return part, out
 
     @staticmethod
-    def _few_remainders(rest: TokenSet, node: rx.Node) -> tuple[np.ndarray | None, tuple]:
+    def _few_remainders(rest: TokenSet, node: rx.Node
+                        ) -> tuple[np.ndarray | None, Sequence[tuple[int, TokenSet]]]:
         """The scan of the sorted set ``rest`` for a lexeme that must read a literal first
         (a key's name) when no row goes on past it: the rows that are its prefixes,
         found by bisection (a key's few). (None, ()) otherwise."""
@@ -484,11 +487,12 @@ class MaskComputer:
             for piece in part[1:]:
                 inside |= self._inside_rows(piece)
             return inside
-        if part.dtype == np.int32:
+        # not a tuple here (type() is not narrowed by mypy: the check above is the fast one)
+        if part.dtype == np.int32:  # type: ignore[union-attr]
             inside = np.zeros(root.n, dtype=bool)
             inside[part] = True
             return inside
-        bits = np.unpackbits(part.view(np.uint8), bitorder="little").view(bool)
+        bits = np.unpackbits(part.view(np.uint8), bitorder="little").view(bool)  # type: ignore[union-attr]
         return bits[root.ids_sorted[root.id_starts[:-1]]]
 
     def cached(self, config: Config) -> Mask | None:
@@ -497,7 +501,7 @@ class MaskComputer:
 
     def mask(self, config: Config) -> Mask:
         """The mask of ``config`` (cached)."""
-        found = self._masks.get(config.uid)  # uids are never reused
+        found: Mask | None = self._masks.get(config.uid)  # uids are never reused
         if found is not None:
             return found
         dense: list[np.ndarray] = []
@@ -523,7 +527,8 @@ class MaskComputer:
             ids = np.concatenate([ids, self.eos_ids])
         mask = Mask(tuple(dense), ids)
         untrack(mask)  # arrays only: in no cycle (see gc_pause)
-        return self._masks.put(config.uid, mask, mask.nbytes)
+        kept: Mask = self._masks.put(config.uid, mask, mask.nbytes)
+        return kept
 
     def _decide(self, origin: EarleySet, state: int, child: TokenSet) -> np.ndarray | None:
         """Which suffixes of a crossing group survive, after the lexeme end in ``state``."""
@@ -537,7 +542,7 @@ class MaskComputer:
     def allowed(self, config: Config, tokens: TokenSet) -> np.ndarray:
         """Which rows of a child token set ``config`` accepts (bool array)."""
         key = (config.uid << 32) | tokens.uid  # uids are never reused
-        found = self._sub.get(key)
+        found: np.ndarray | None = self._sub.get(key)
         if found is not None:
             return found
         check_time()
@@ -558,7 +563,8 @@ class MaskComputer:
                 if allowed is not None:
                     if not owned:
                         result, owned = result.copy(), True
-                    result[child.parent_rows[allowed]] = True
+                    # not None: the first thread's inside rows are set before its groups
+                    result[child.parent_rows[allowed]] = True  # type: ignore[index]
         if result is None:
             result = np.zeros(tokens.n, dtype=bool)
         self._sub.put(key, result, result.nbytes + 150)
@@ -582,7 +588,8 @@ def _shared_scans(root: RootTokens) -> BoundedCache:
         with _shared_lock:
             if root.shared_scans is None:
                 root.shared_scans = BoundedCache(SHARED_SCAN_BYTES)
-    return root.shared_scans
+    shared: BoundedCache = root.shared_scans
+    return shared
 
 
 def _kept(items: Any) -> tuple:
@@ -667,7 +674,8 @@ def _scan_cost(inside: Any, crossing: Any) -> int:
     if type(inside) is tuple:  # (own part, shared parts): those are counted where they are kept
         inside = inside[0]
     held = 0 if inside is None else inside.nbytes
-    return held + sum(c.nbytes for _, c in crossing) + 200
+    cost: int = held + sum(c.nbytes for _, c in crossing) + 200
+    return cost
 
 
 def _bool_of(ids: Any, size: int) -> np.ndarray:

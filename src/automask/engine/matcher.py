@@ -174,7 +174,8 @@ class Matcher:
     def mask_words(self) -> np.ndarray:
         """The mask as a fresh array of uint32 words (for inspection; see fill_bitmask)."""
         if self._terminated[-1]:
-            return self.compiled.masks.eos_words.copy()
+            words: np.ndarray = self.compiled.masks.eos_words.copy()
+            return words
         out = np.empty(self.compiled.masks.nwords, dtype=np.uint32)
         self._mask().write(out)
         return out

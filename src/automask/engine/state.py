@@ -63,7 +63,7 @@ class Runtime:
         self.parser = parser
         self.ignore = frozenset(parser.ignore)
         self.max_configs = max_configs
-        self._configs: dict[tuple, Config] = {}
+        self._configs: dict[tuple | bytes, Config] = {}
         # Transition memos hold uids, not configurations: no configuration refers to
         # another, so none is in a reference cycle and the collector need not track them.
         self._by_uid: dict[int, Config] = {}
@@ -80,6 +80,7 @@ class Runtime:
             by_int = {s.uid << 32 | ls: (s, ls) for s, ls in threads}
             ints = sorted(by_int)
             threads = [by_int[i] for i in ints]
+        key: tuple[bool, int, int] | bytes
         if len(threads) == 1:  # most configurations: a small int tuple for a key
             key = (accepting, threads[0][0].uid, threads[0][1])
         else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -206,7 +207,7 @@ class RootTokens(TokenSet):
             return rows.astype(np.int64)
         starts = self.id_starts[rows]
         if self.one_id_each or not self.shared_bytes[rows].any():
-            return self.ids_sorted[starts]
+            return self.ids_sorted[starts]  # type: ignore[no-any-return]  # an int array
         counts = self.id_starts[rows + 1] - starts
         return np.concatenate([self.ids_sorted[s:e] for s, e in
                                zip(starts.tolist(), (starts + counts).tolist(), strict=True)])
@@ -294,7 +295,7 @@ def concat_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int32)
-    shift = (lo - (counts.cumsum() - counts)).repeat(counts)
+    shift: np.ndarray = (lo - (counts.cumsum() - counts)).repeat(counts)
     return (shift + np.arange(total)).astype(np.int32, copy=False)
 
 
@@ -398,9 +399,9 @@ def scan_string(tokens: RootTokens, lexer: LexerDFA, start: int, text: bytes
         return np.array(inside, dtype=np.int32), []
     end = lexer.walk(start, text)
     if lexer.accepts[end] and not lexer.can_continue(end):
-        rows = np.arange(first, last, dtype=np.int32)
+        ended_rows = np.arange(first, last, dtype=np.int32)
         return (np.array(inside, dtype=np.int32),
-                [(end, tokens.child(rows, np.full(rows.size, level, dtype=np.int32)))])
+                [(end, tokens.child(ended_rows, np.full(ended_rows.size, level, dtype=np.int32)))])
     if last - first > SMALL_SET:
         return None
     groups: dict[int, tuple[list[int], list[int]]] = {}
@@ -481,9 +482,9 @@ def scan_finite(tokens: TokenSet, lexer: LexerDFA, start: int, strings: tuple[by
             groups.setdefault(end, []).append((rows, size))
     crossing = []
     for state, parts in groups.items():
-        rows = np.array([r for part, _ in parts for r in part], dtype=np.int32)
+        child_rows = np.array([r for part, _ in parts for r in part], dtype=np.int32)
         skip = np.array([k for part, k in parts for _ in part], dtype=np.int32)
-        crossing.append((state, tokens.child(rows, skip)))
+        crossing.append((state, tokens.child(child_rows, skip)))
     return inside, crossing
 
 
@@ -505,7 +506,7 @@ class Reuse(NamedTuple):
 
     same_first: np.ndarray  # bool per first-level trie node: both states agree after it
     inside: np.ndarray      # the other scan's inside rows (bool)
-    crossing: list          # the other scan's crossing groups, (state, child of the root)
+    crossing: Sequence      # the other scan's crossing groups, (state, child of the root)
 
 
 def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarray,
