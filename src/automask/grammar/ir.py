@@ -21,7 +21,7 @@ two terminals, so terminals must stay separate.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,9 +320,10 @@ def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
     except RecursionError:  # rules nested hundreds deep: walked recursively, so refused
         raise LimitExceeded("the grammar's rules are nested too deeply "
                             "(Python's recursion limit)",
-                            (locations or {}).get(lowerer.current)) from None
+                            # current is None before the first rule: get gives None
+                            (locations or {}).get(lowerer.current)) from None  # type: ignore[arg-type]
     except LimitExceeded as e:
-        where = (locations or {}).get(lowerer.current)
+        where = (locations or {}).get(lowerer.current)  # type: ignore[arg-type]  # (as above)
         if e.location is None and where is not None:  # the rule being lowered
             raise LimitExceeded(e.message, where) from None
         raise
@@ -385,7 +386,7 @@ class _Lowerer:
             uses[name] = self._rule_refs(name)
             work.append((name, iter(uses[name])))
 
-        work: list[tuple[str, object]] = []
+        work: list[tuple[str, Iterator[str]]] = []
         enter(root)
         while work:
             check_time()
@@ -430,7 +431,8 @@ class _Lowerer:
             parts = [self.expr_regex(i) for i in e.items]
             if any(p is None for p in parts):
                 return None
-            return rx.concat(*parts) if isinstance(e, Seq) else alternation(parts)
+            # no None left in parts (checked above)
+            return rx.concat(*parts) if isinstance(e, Seq) else alternation(parts)  # type: ignore[arg-type]
         if isinstance(e, Repeat):
             inner = self.expr_regex(e.item)
             return None if inner is None else rx.repeat(inner, e.lo, e.hi)
@@ -615,11 +617,13 @@ class _Lowerer:
             while len(below) <= j:
                 k = len(below) - 1  # below[k + 1] ::= below[k] | P_k below[k]
                 a = self.helper(ctx)
-                prev = [] if below[k] is None else [below[k]]
+                below_k = below[k]
+                prev: list[Symbol] = [] if below_k is None else [below_k]
                 self.add(a, prev)
                 self.add(a, [power(k)] + prev)
                 below.append(a)
-            return [] if below[j] is None else [below[j]]
+            below_j = below[j]
+            return [] if below_j is None else [below_j]
 
         def up_to(k: int) -> list[Symbol]:
             out: list[Symbol] = []  # up to the count of the bits below m, built upwards
@@ -627,12 +631,12 @@ class _Lowerer:
                 if k >> m & 1:
                     a = self.helper(ctx)
                     self.add(a, up_to_power(m))
-                    self.add(a, [power(m)] + out)
+                    self.add(a, [power(m), *out])
                     out = [a]
             return out
 
         head = [power(j) for j in range(lo.bit_length() - 1, -1, -1) if lo >> j & 1]
-        tail = [self._star(item, ctx)] if hi is None else up_to(hi - lo)
+        tail: list[Symbol] = [self._star(item, ctx)] if hi is None else up_to(hi - lo)
         name = self.helper(ctx)
         self.add(name, head + tail)
         return name
@@ -667,9 +671,11 @@ class _Lowerer:
         try:
             productions = _productive(self.productions, start)
         except EmptyLanguage as e:
-            rule = self.owner.get(e.rule, e.rule)
+            # e.rule is set where EmptyLanguage is raised by _productive
+            rule = self.owner.get(e.rule, e.rule)  # type: ignore[arg-type]
             e = EmptyLanguage(e.message if rule == start else
-                              f"{e.message}: rule {rule!r} derives none", locations.get(rule))
+                              f"{e.message}: rule {rule!r} derives none",
+                              locations.get(rule))  # type: ignore[arg-type]
             e.rule = rule
             raise e from None
         lexemes = tuple(self.lexemes)
