@@ -392,7 +392,9 @@ class Sampler:
         tokens: list[int] = []
         stats: list[StepStats] = []
         for b in range(batch):
-            ids = legal[b] if legal[b] is not None else np.arange(width)
+            ids = legal[b]
+            if ids is None:
+                ids = np.arange(width)
             if ids.size == width and (params.repetition_penalty == 1.0 or not prev[b].size):
                 sub = x[b]  # every token legal, nothing to penalise: no copy needed
             else:
@@ -403,7 +405,7 @@ class Sampler:
             else:
                 p = _legal_probs(sub, params.temperature)
                 kept = _filter(p, params.top_k, params.top_p)
-                choice = int(kept[_draw(p[kept], float(uniforms[b]))])
+                choice = int(kept[_draw(p[kept], float(uniforms[b]))])  # type: ignore[index]  # drawn: not greedy
             token = int(ids[choice])
             tokens.append(token)
             if with_stats:

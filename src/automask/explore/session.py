@@ -272,7 +272,7 @@ class Explorer:
         ends, :meth:`stop` is called or ``seconds`` pass; the page calls it again until
         the end, re-drawing in between."""
         if isinstance(max_steps, bool) or not isinstance(max_steps, Integral) or \
-                not 1 <= max_steps <= MAX_RUN_STEPS:
+                not 1 <= max_steps <= MAX_RUN_STEPS:  # type: ignore[operator]  # Integral declares no comparisons
             raise ExploreError(400, "bad_request",
                                f"max_steps must be a whole number from 1 to {MAX_RUN_STEPS}")
         self._stop.clear()
@@ -282,8 +282,9 @@ class Explorer:
             self.running = True
             taken = 0
             try:
-                while self.finished is None and taken < max_steps and \
-                        not self._stop.is_set() and time.monotonic() < deadline:
+                while (self.finished is None
+                       and taken < max_steps  # type: ignore[operator]  # (as above)
+                       and not self._stop.is_set() and time.monotonic() < deadline):
                     self._step(None)
                     taken += 1
             finally:
@@ -425,7 +426,7 @@ class Explorer:
         if isinstance(step, bool) or not isinstance(step, Integral):
             raise ExploreError(400, "bad_request", "step must be a whole number")
         last = len(self.steps) if allow_pending else len(self.steps) - 1
-        if not 0 <= step <= last:
+        if not 0 <= step <= last:  # type: ignore[operator]  # Integral declares no comparisons
             raise ExploreError(404, "unknown_step", f"no step {step}: the output has steps "
                                f"0 to {last}" if last >= 0 else f"no step {step}: the output "
                                "has no steps yet")
@@ -509,7 +510,7 @@ class Explorer:
         width = view.logp.size
         if token is not None:
             if isinstance(token, bool) or not isinstance(token, Integral) or \
-                    not 0 <= token < width:
+                    not 0 <= token < width:  # type: ignore[operator]  # Integral declares no comparisons
                 raise ExploreError(400, "bad_token", f"token_id must be a whole number from 0 "
                                    f"to {width - 1}")
             token = int(token)

@@ -85,7 +85,8 @@ def beam_search(s: Session, started: float) -> GenerationResult:
             if beam.matcher is not None:
                 beam.matcher.fill_bitmask(bitmask)
                 mask = bitmask.copy()
-            logp = legal_log_probs(beam.logits[None], mask)[0]
+            # a live beam: its logits are set (None once finished)
+            logp = legal_log_probs(beam.logits[None], mask)[0]  # type: ignore[index]
             finite = np.flatnonzero(np.isfinite(logp))
             top = finite[np.argsort(-logp[finite], kind="stable")[:width_beams]]
             for t in top:
@@ -114,7 +115,7 @@ def beam_search(s: Session, started: float) -> GenerationResult:
 
 def _finish_eos(s: Session, beam: _Beam, token: int, score: float, mask) -> _Beam:
     """A finished copy of ``beam`` ending with EOS (the EOS is traced, not in the tokens)."""
-    (stats,) = step_stats(beam.logits[None], mask, [token], forced=False)
+    (stats,) = step_stats(beam.logits[None], mask, [token], forced=False)  # type: ignore[index]  # live
     matcher = beam.matcher.fork() if beam.matcher is not None else None
     if matcher is not None:
         matcher.accept_token(token)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -95,6 +95,7 @@ class HFCausalLM:
         self.forward_passes = 0
         self.width = logits_width(model)
         self.eos_token_ids = model_eos_ids(model)
+        params: Mapping[str, inspect.Parameter]
         try:
             params = inspect.signature(model.forward).parameters
         except (TypeError, ValueError, AttributeError):

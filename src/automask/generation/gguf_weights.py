@@ -162,7 +162,8 @@ def load_llama_gguf(path: str) -> Any | None:
     from transformers import LlamaForCausalLM
 
     data = np.fromfile(path, dtype=np.uint8)  # one read; tensors are copied out of it
-    meta, tensors, start = read_header(memoryview(data))
+    # an ndarray has the buffer protocol (numpy's stubs declare __buffer__ for 3.12+ only)
+    meta, tensors, start = read_header(memoryview(data))  # type: ignore[arg-type]
     if meta.get("general.architecture") != "llama":
         return None
     names = {t.name: _hf_name(t.name) for t in tensors}
@@ -176,7 +177,9 @@ def load_llama_gguf(path: str) -> Any | None:
             w = _unpermute(w, config.num_attention_heads)
         elif t.name.endswith("attn_k.weight"):
             w = _unpermute(w, config.num_key_value_heads)
-        state[names[t.name]] = torch.from_numpy(np.array(w, dtype=np.float32, order="C"))
+        # no None in names (checked above)
+        state[names[t.name]] = torch.from_numpy(  # type: ignore[index]
+            np.array(w, dtype=np.float32, order="C"))
     del data
     with torch.device("meta"):
         model = LlamaForCausalLM(config)

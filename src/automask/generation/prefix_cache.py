@@ -114,7 +114,7 @@ class SlotTable:
         self.held[slot] = tokens
         self.lengths[slot] = len(tokens)
 
-    def advance(self, slot: int, ids: Sequence[int]) -> None:
+    def advance(self, slot: int, ids: Sequence[int] | np.ndarray) -> None:
         self.lengths[slot] += len(ids)
         self.held[slot].extend(int(t) for t in ids)
 

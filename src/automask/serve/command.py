@@ -162,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
     server = build_server(args.model, config=config, reasoning=args.reasoning, **options)
     uv = _Uvicorn(uvicorn.Config(server.app, host=args.host, port=args.port,
                                  log_level="warning",
-                                 timeout_graceful_shutdown=SHUTDOWN_GRACE + 5, lifespan="on"),
+                                 # a float: uvicorn passes it to asyncio.wait_for alone
+                                 timeout_graceful_shutdown=SHUTDOWN_GRACE + 5,  # type: ignore[arg-type]
+                                 lifespan="on"),
                   model=config.model_id, on_exit=server.scheduler.stop)
     uv.run()
     print("automask serve: stopped", file=sys.stderr, flush=True)

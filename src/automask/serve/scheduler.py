@@ -93,7 +93,7 @@ class Job:
 
     prompt: list[int]
     compiled: CompiledGrammar | None
-    emit: Callable[[Event], None]
+    emit: Callable[[Event], object]  # (its result is ignored)
     max_tokens: int
     sampling: SamplingParams = field(default_factory=SamplingParams)
     seed: int | None = None
