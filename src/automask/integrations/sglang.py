@@ -170,13 +170,13 @@ except ImportError:
         def _init_value_dispatch(self, key: tuple[str, str], require_reasoning: bool):
             key_type, key_string = key
             if key_type == "json":
-                return self.dispatch_json(key_string)
+                return self.dispatch_json(key_string)  # type: ignore[attr-defined]  # defined by the subclass (AutomaskGrammarBackend)
             if key_type == "regex":
-                return self.dispatch_regex(key_string)
+                return self.dispatch_regex(key_string)  # type: ignore[attr-defined]  # defined by the subclass (AutomaskGrammarBackend)
             if key_type in ("ebnf", "full_assistant_ebnf"):
-                return self.dispatch_ebnf(key_string)
+                return self.dispatch_ebnf(key_string)  # type: ignore[attr-defined]  # defined by the subclass (AutomaskGrammarBackend)
             if key_type == "structural_tag":
-                return self.dispatch_structural_tag(key_string)
+                return self.dispatch_structural_tag(key_string)  # type: ignore[attr-defined]  # defined by the subclass (AutomaskGrammarBackend)
             return self.dispatch_fallback(key_type, key_string)
 
         def get_cached_or_future_value(self, key: tuple[str, str], require_reasoning: bool):
@@ -363,7 +363,9 @@ class AutomaskGrammar(BaseGrammarObject):
         for each request; a fork costs a list copy, the compiled grammar is shared)."""
         stats = self.grammar_stats
         if stats is not None and dataclasses.is_dataclass(stats):
-            stats = dataclasses.replace(stats, is_cache_hit=True, tree_traversal_time=[])
+            # an instance (SGLang's GrammarStats), never a dataclass type
+            stats = dataclasses.replace(stats, is_cache_hit=True,  # type: ignore[type-var]
+                                        tree_traversal_time=[])
         other = AutomaskGrammar(self.matcher.fork(), self.key_type, self.key_string,
                                 mask_width=self.mask_width, grammar_stats=stats)
         other._error = self._error

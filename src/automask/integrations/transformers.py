@@ -83,7 +83,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
             matcher = parent.fork()
             tail = suffix[-1:]
         else:  # first call, or a row we never saw: replay the whole suffix
-            matcher = Matcher(self.compiled)
+            matcher = Matcher(self.compiled)  # type: ignore[arg-type]  # set by _setup
             tail = suffix
         for token in tail:
             if matcher.is_terminated():

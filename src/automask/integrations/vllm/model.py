@@ -98,7 +98,7 @@ def _convert(gguf: Path, out: Path) -> None:
     if model is None:  # not a llama architecture: transformers' own GGUF loader
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
                                                      dtype=torch.float32)
-    model = model.to(torch.float32)
+    model = model.to(torch.float32)  # type: ignore[arg-type]  # nn.Module.to(dtype)
     # Plain fp32 weights: no quantizer, no quantization_config for vLLM to act on.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

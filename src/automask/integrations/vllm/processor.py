@@ -87,7 +87,7 @@ class _Sequence:
         self.failed: str | None = None
 
 
-class AutomaskLogitsProcessor(*_BASES):
+class AutomaskLogitsProcessor(*_BASES):  # type: ignore[misc]  # vLLM's V1 base, and V2's if present
     """Masks the rows of requests that carry an ``automask_*`` constraint (module docstring)."""
 
     #: compiled grammars kept per processor (LRU by count)
@@ -235,7 +235,8 @@ class AutomaskLogitsProcessor(*_BASES):
     def _matcher(self, seq: _Sequence) -> Matcher | None:
         if seq.matcher is None and seq.failed is None:
             try:
-                seq.compiled = self._cache.get(seq.spec, seq.stops)
+                # a sequence without a spec is created failed (_new_sequence): not here
+                seq.compiled = self._cache.get(seq.spec, seq.stops)  # type: ignore[arg-type]
                 seq.matcher = Matcher(seq.compiled)
             except ConstraintError as e:
                 self._fail(seq, str(e))
