@@ -129,7 +129,7 @@ def _schema_objects(rng: random.Random) -> Iterator[tuple[str, Any]]:
             yield "$schema int", {"$schema": 42, "type": "string"}
 
 
-def _schema_texts(rng: random.Random) -> Iterator[tuple[str, str]]:
+def _schema_texts(rng: random.Random) -> Iterator[tuple[str, str | bytes]]:  # bytes: not UTF-8
     while True:
         pick = rng.randrange(6)
         if pick == 0:
@@ -323,6 +323,7 @@ def run_fuzz(*, cases_per_family: int = 20, seed: int = 0,
             gc.collect()
             before = _rss_mb()
             t0 = time.perf_counter()
+            error: Exception | None  # (any exception: the untyped ones are counted)
             outcome, error = "ok", None
             try:
                 run_case(case, vocab, limits, rng)

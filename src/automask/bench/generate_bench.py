@@ -296,7 +296,8 @@ class LLGuidanceGenerator:
         text = json.dumps(close_objects(schema))
         defaults = self.JSON_OPTIONS if isinstance(schema, dict) else None
         try:
-            grammar = self._ll.LLMatcher.grammar_from_json_schema(text, defaults=defaults)
+            grammar = self._ll.LLMatcher.grammar_from_json_schema(  # (JsonCompileOptions keys)
+                text, defaults=defaults)  # type: ignore[arg-type]
             m = self._ll.LLMatcher(self.tokenizer, grammar, log_level=0)
         except Exception as e:  # the Rust side raises plain ValueError/RuntimeError
             raise PeerError(f"llguidance: {' '.join(str(e).split())}") from e
@@ -451,7 +452,7 @@ def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
             bar.update(n)
             schema, prompt = record["schema"], make_prompt(record["schema"])
             base = Row(record["id"], compiled=True)
-            _run_one(base, schema, lambda p=prompt: generate(timed, tokenizer, p, None, params),
+            _run_one(base, schema, lambda p=prompt: generate(timed, tokenizer, p, None, params),  # type: ignore[misc]  # (default-argument lambda)
                      timed, timeout_s)
             rows[UNCONSTRAINED].append(base)
 
@@ -466,7 +467,7 @@ def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
                 row.error = " ".join(str(e).split())[:200] if isinstance(e, AutomaskError) \
                     else "crash: " + _one_line(e)
             if row.compiled:
-                _run_one(row, schema, lambda p=prompt, c=compiled: generate(
+                _run_one(row, schema, lambda p=prompt, c=compiled: generate(  # type: ignore[misc]
                     timed, tokenizer, p, c, params), timed, timeout_s)
             rows["automask"].append(_with_base(row, base))
 
@@ -480,7 +481,7 @@ def run_generate_bench(records: Sequence[dict], model: Any, tokenizer: Any, *,
                     row.error = str(e)[:200] if isinstance(e, AutomaskError) \
                         else "crash: " + _one_line(e)
                 if row.compiled:
-                    _run_one(row, schema, lambda p=prompt, f=factory: generate_with_matcher(
+                    _run_one(row, schema, lambda p=prompt, f=factory: generate_with_matcher(  # type: ignore[misc]
                         timed, tokenizer, p, f, params), timed, timeout_s)
                 rows[name].append(_with_base(row, base))
     finally:

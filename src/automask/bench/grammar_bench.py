@@ -267,7 +267,7 @@ class EngineReport:
     error: str | None = None
 
     @property
-    def compile_ms(self) -> dict[str, float | None]:
+    def compile_ms(self) -> dict[str, Any]:  # floats (None: none), "all": a list
         cold = self.compile_ns[0] / 1e6 if self.compile_ns else None
         s = summarize(self.compile_ns, 1e6)
         return {"cold": cold, "median": s.p50, "p99": s.p99, "max": s.max,
@@ -488,7 +488,7 @@ class CompileReport:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        def ms(v: list[int]) -> dict[str, float | None]:
+        def ms(v: list[int]) -> dict[str, Any]:  # floats (None: none), "all": a list
             return {"cold": v[0] / 1e6 if v else None,
                     "warm_median": median([x / 1e6 for x in v[1:]]),
                     "all": [x / 1e6 for x in v]}

@@ -244,7 +244,7 @@ def time_limit(seconds: float | None) -> Iterator[Callable[[], None]]:
 
     old_handler = signal.signal(signal.SIGALRM, on_alarm)
     start = time.monotonic()
-    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)  # type: ignore[arg-type]  # usable: set
     try:
         yield disarm
     finally:

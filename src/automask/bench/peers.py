@@ -221,7 +221,8 @@ class LLGuidanceEngine(Engine):
             if spec.kind == "json":
                 # Options can only be attached to an object schema (not to true/false).
                 defaults = self.JSON_DEFAULTS if spec.text.lstrip().startswith("{") else None
-                return self._ll.LLMatcher.grammar_from_json_schema(spec.text, defaults=defaults)
+                return self._ll.LLMatcher.grammar_from_json_schema(  # (JsonCompileOptions keys)
+                    spec.text, defaults=defaults)  # type: ignore[arg-type]
             return self._ll.grammar_from(spec.kind, spec.text)  # type: ignore[arg-type]
         except Exception as e:
             raise PeerError(f"llguidance cannot read the {spec.kind} grammar: {e}") from e
@@ -386,5 +387,5 @@ def prepare_engines(peers: Sequence[str], tokenizer_path: str, vocab: Any,
             continue
         say(f"== {name} {entry['version']}  options {json.dumps(entry['options'])}  "
             f"prepare {entry['prepare_ms']:.0f} ms")
-        ready[name] = engine
+        ready[name] = engine  # type: ignore[assignment]  # an engine is None only with an error
     return ready, entries
