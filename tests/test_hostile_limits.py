@@ -536,3 +536,19 @@ def test_mutual_self_references_match_the_greatest_fixpoint():
             for i, v in enumerate(_VALUES):
                 text = json.dumps({f"p{k}": v}, separators=(",", ":"))
                 assert rec.accepts(text) == truth[k][i], (defs, k, v)
+
+
+def test_error_messages_render_a_bounded_part_of_a_shared_regex():
+    """A regex node is a DAG; rendered as text it is a tree, 2**60 parts for this one. An
+    error message renders at most its limit, and stops there."""
+    from automask.regex import nodes as rx
+
+    node = rx.literal(b"a")
+    for _ in range(60):
+        node = rx.alt(rx.concat(node, rx.literal(b"x")), rx.concat(node, rx.literal(b"yy")))
+    start = time.process_time()
+    shown = rx.to_pattern(node, limit=60)
+    assert time.process_time() - start < 0.5
+    assert len(shown) == 61 and shown.endswith("…") and shown.startswith("(((")
+    small = Grammar.from_regex("(ab|cd){2,5}x").lexemes[0]
+    assert rx.to_pattern(small, limit=1000) == rx.to_pattern(small)

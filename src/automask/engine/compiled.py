@@ -117,7 +117,7 @@ def _check_spelling(grammar: Grammar, root: RootTokens, max_states: int = 2000) 
         node = grammar.lexemes[lex]
         if not _spellable(node, present, max_states):
             raise GrammarError(
-                f"the vocabulary cannot spell lexeme L{lex} /{rx.to_pattern(node)[:60]}/: "
+                f"the vocabulary cannot spell lexeme L{lex} /{rx.to_pattern(node, limit=60)}/: "
                 "it needs bytes that no ordinary token contains")
 
 

@@ -35,7 +35,7 @@ import itertools
 import threading
 import weakref
 from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]  # (not in typeshed)
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from automask.budget import check_time
@@ -1121,37 +1121,69 @@ def _byte_repr(b: int) -> str:
     return f"\\x{b:02x}"
 
 
-def to_pattern(node: Node) -> str:
-    """A readable regex-like rendering, for error messages and debugging."""
+def to_pattern(node: Node, limit: int | None = None) -> str:
+    """A readable regex-like rendering, for error messages and debugging; cut after
+    ``limit`` characters (with "…") when one is given. A node is a DAG, and its rendering
+    a tree: exponentially longer where parts are shared, so an error message gives a
+    limit and the rendering stops there, without building the rest."""
+    if limit is None:
+        return "".join(_pattern_pieces(node))
+    pieces: list[str] = []
+    length = 0
+    for piece in _pattern_pieces(node):
+        pieces.append(piece)
+        length += len(piece)
+        if length > limit:
+            return "".join(pieces)[:limit] + "…"
+    return "".join(pieces)
+
+
+def _pattern_pieces(node: Node) -> Iterator[str]:
+    """The rendering of :func:`to_pattern`, piece by piece, left to right."""
     k = node.kind
     if k == K_EMPTY:
-        return "∅"
-    if k == K_EPS:
-        return "ε"
-    if k == K_BYTES:
-        return _bytes_pattern(node.bits)
-    if k == K_CONCAT:
-        parts = []
-        while node.kind == K_CONCAT:
-            parts.append(node.a)
+        yield "∅"
+    elif k == K_EPS:
+        yield "ε"
+    elif k == K_BYTES:
+        yield _bytes_pattern(node.bits)
+    elif k == K_CONCAT:
+        while True:
+            part = node.a if node.kind == K_CONCAT else node
+            if part.kind == K_ALT:
+                yield "("
+                yield from _pattern_pieces(part)
+                yield ")"
+            else:
+                yield from _pattern_pieces(part)
+            if node.kind != K_CONCAT:
+                break
             node = node.b
-        parts.append(node)
-        return "".join(f"({to_pattern(p)})" if p.kind == K_ALT else to_pattern(p) for p in parts)
-    if k == K_ALT:
-        return "|".join(to_pattern(m) for m in node.items)
-    if k == K_AND:
-        return "&".join(f"({to_pattern(m)})" for m in node.items)
-    inner = to_pattern(node.a)
-    if node.a.kind in (K_CONCAT, K_ALT):
-        inner = f"({inner})"
-    if k == K_NONEMPTY:
-        return f"nonempty({inner})"
-    if k == K_NOT:
-        return f"not({inner})"
-    if k == K_ENC:
-        return f"{_codes[node.lo].name}({inner})"
-    hi = "" if node.hi is None else str(node.hi)
-    return f"{inner}{{{node.lo},{hi}}}"
+    elif k in (K_ALT, K_AND):
+        for i, m in enumerate(node.items):
+            if i:
+                yield "|" if k == K_ALT else "&"
+            if k == K_AND:
+                yield "("
+            yield from _pattern_pieces(m)
+            if k == K_AND:
+                yield ")"
+    else:
+        wrap = node.a.kind in (K_CONCAT, K_ALT)
+        name = {K_NONEMPTY: "nonempty", K_NOT: "not"}.get(k)
+        if k == K_ENC:
+            name = _codes[node.lo].name
+        if name is not None:
+            yield name + "("
+        if wrap:
+            yield "("
+        yield from _pattern_pieces(node.a)
+        if wrap:
+            yield ")"
+        if name is not None:
+            yield ")"
+        else:
+            yield f"{{{node.lo},{'' if node.hi is None else node.hi}}}"
 
 
 # --------------------------------------------------------------------------- encodings
