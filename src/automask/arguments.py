@@ -11,40 +11,44 @@ import argparse
 from collections.abc import Sequence
 
 
-def non_negative_float(text: str) -> float:
+def _parsed(text: str, kind: type[int] | type[float]) -> float:
+    """``text`` read as ``kind``, or argparse's error naming what it is not."""
     try:
-        value = float(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        what = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
+def _refuse(value: float, condition: str) -> None:
+    raise argparse.ArgumentTypeError(f"must be {condition}: {value}")
+
+
+def non_negative_float(text: str) -> float:
+    value = _parsed(text, float)
     if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {value}")
+        _refuse(value, "a finite number >= 0")
     return value
 
 
 def probability(text: str) -> float:
     value = positive_float(text)
     if value > 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1]: {value}")
+        _refuse(value, "in (0, 1]")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = int(_parsed(text, int))
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0: {value}")
+        _refuse(value, "at least 0")
     return value
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _parsed(text, float)
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+        _refuse(value, "positive")
     return value
 
 
@@ -53,10 +57,7 @@ def comma_list(values: Sequence[str]) -> list[str]:
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = int(_parsed(text, int))
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+        _refuse(value, "at least 1")
     return value
