@@ -11,13 +11,13 @@ import json
 import numpy as np
 
 from automask import Grammar, Matcher, compile
-from automask.engine.compiled import root_tokens
+from automask.engine.compiled import compiler_for
 
 
 def masks_along(vocab, schema, instances, indent: int | None = None) -> list[np.ndarray]:
     """Every mask met while walking each instance (``json.dumps``, ``ensure_ascii=False``,
     ``indent``) token by token; each instance must be accepted whole."""
-    root_tokens(vocab).shared_scans = None  # no scan left over from another walk
+    compiler_for(vocab).clear()  # no scan left over from another walk
     matcher = Matcher(compile(Grammar.from_json_schema(schema), vocab))
     out = []
     for x in instances:
@@ -27,7 +27,7 @@ def masks_along(vocab, schema, instances, indent: int | None = None) -> list[np.
             assert matcher.accept_token(token), x
         out.append(matcher.mask_words().copy())
         assert matcher.is_accepting(), x
-    root_tokens(vocab).shared_scans = None  # nor one for the next test
+    compiler_for(vocab).clear()  # nor one for the next test
     return out
 
 

@@ -10,7 +10,7 @@ import pytest
 from mask_walks import assert_same_masks, masks_along
 
 from automask.engine import counted, masks
-from automask.engine.compiled import root_tokens
+from automask.engine.compiled import compiler_for
 from automask.regex import nodes as rx
 from automask.regex import utf8
 from automask.schema.json_text import JSON_STRING_CODE, QUOTE
@@ -71,7 +71,7 @@ def test_bounded_bodies_are_recognized():
 
 
 def _check_counts(vocab, step):
-    root = root_tokens(vocab)
+    root = compiler_for(vocab).tokens
     counts, ended = counted.body_counts(root, JSON_STRING_CODE)
     for row in range(0, root.n, step):
         data = root.row_bytes(row)

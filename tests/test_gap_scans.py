@@ -17,7 +17,7 @@ from mask_walks import assert_same_masks, masks_along
 
 from automask import Grammar, Matcher, compile
 from automask.engine import gaps, masks
-from automask.engine.compiled import root_tokens
+from automask.engine.compiled import compiler_for
 from automask.engine.tokens import prune_crossing, scan
 from automask.regex import nodes as rx
 from automask.schema.json_text import Layout, literal_string_node
@@ -58,7 +58,7 @@ def test_leading_gaps_are_recognized():
 
 
 def test_spaced_tokens_split_each_token_at_its_leading_run(tiny_bpe_vocab):
-    root = root_tokens(tiny_bpe_vocab)
+    root = compiler_for(tiny_bpe_vocab).tokens
     spaced = gaps.SpacedTokens.of(root, WS_BITS)
     texts, rest = root.texts(), spaced.rest.texts()
     assert list(rest) == sorted(set(rest))

@@ -73,9 +73,9 @@ def test_a_value_mask_shares_its_inside_parts(llama):
 def test_pack_rows_sets_exactly_the_ids_of_its_rows(llama, share):
     """Rows to packed ids two ways (each id's bit set when few rows are on, a gather over
     every id when many are): both give each id of an allowed row, and nothing else."""
-    from automask.engine.compiled import root_tokens
+    from automask.engine.compiled import compiler_for
 
-    root = root_tokens(llama)
+    root = compiler_for(llama).tokens
     rows = np.random.default_rng(int(share * 1000)).random(root.n) < share
     expected = np.zeros(root.size, dtype=bool)
     expected[root.ids_for_rows(np.flatnonzero(rows))] = True

@@ -25,9 +25,7 @@ from automask.regex import nodes as rx
 
 PLATEAU_SCRIPT = r"""
 import functools, gc, json, sys
-from automask import Grammar, Matcher, allocate_bitmask, compile
-from automask.engine import masks
-from automask.engine.compiled import root_tokens
+from automask import Compiler, Grammar, Matcher, allocate_bitmask
 from automask.regex import nodes as rx
 from automask.vocab import Vocabulary
 
@@ -37,8 +35,8 @@ path, mode, count, every = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.a
 # patterns, number ranges, text_except: up to 4,096 entries each) are emptied before
 # each sample instead: what is left is what the tables under test hold.
 rx.keep_recent(2000)
-masks.SHARED_SCAN_BYTES = 1 << 20
 vocab = Vocabulary.from_file(path)
+compiler = Compiler(vocab, cache_limit_bytes=1 << 20)
 bitmask = allocate_bitmask(1, vocab.size)
 
 
@@ -54,7 +52,7 @@ def schema(i):
 
 kept, samples = [], []
 for i in range(1, count + 1):
-    compiled = compile(Grammar.from_json_schema(schema(i)), vocab)
+    compiled = compiler.compile(Grammar.from_json_schema(schema(i)))
     matcher = Matcher(compiled)
     text = json.dumps({f"name{i}": "ab", f"n{i}": i + 3, "kind": f"b{i}", f"tags{i}": [f"x{i}q"]})
     for tid in vocab.encode(text):
@@ -70,9 +68,9 @@ for i in range(1, count + 1):
             if isinstance(f, functools._lru_cache_wrapper) and f.__module__.startswith("automask"):
                 f.cache_clear()
         gc.collect()
-        shared = root_tokens(vocab).shared_scans
-        samples.append({"schemas": i, **rx.table_sizes(), "shared_scans": len(shared),
-                        "shared_scan_bytes": shared.used})
+        stats = compiler.stats()
+        samples.append({"schemas": i, **rx.table_sizes(), "shared_scans": stats.entries,
+                        "shared_scan_bytes": stats.bytes})
 print(json.dumps(samples))
 """
 

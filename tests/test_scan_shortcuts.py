@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from automask import Vocabulary
-from automask.engine.compiled import root_tokens
+from automask.engine.compiled import compiler_for
 from automask.engine.lexer import LexerDFA
 from automask.engine.tokens import (
     SMALL_SET,
@@ -71,7 +71,7 @@ def _every_token(vocab: Vocabulary):
 def _compare(vocab: Vocabulary, node: rx.Node) -> tuple[int, int] | None:
     """Both scans of ``node``'s start; None where the shortcut declines (too many
     tokens go on past the forced text), which must be for that reason only."""
-    root = root_tokens(vocab)
+    root = compiler_for(vocab).tokens
     lexer = LexerDFA((node,))
     state = lexer.single(0, node)
     text = rx.forced_prefix(node)  # longer than any token, too
@@ -209,7 +209,7 @@ def _text_nodes() -> list[rx.Node]:
 def _both_walks(vocab: Vocabulary, node: rx.Node, monkeypatch) -> None:
     from automask.engine import tokens
 
-    root = root_tokens(vocab)
+    root = compiler_for(vocab).tokens
     lexer = LexerDFA((node,))
     state = lexer.single(0, node)
     inside_a, crossing_a = scan(root, lexer, state)

@@ -10,7 +10,7 @@ import automask.schema  # noqa: F401
 from automask._version import __version__ as __version__
 from automask.bitmask import allocate_bitmask, apply_bitmask, unpack_bitmask
 from automask.engine.batch import fill_bitmasks
-from automask.engine.compiled import CompiledGrammar, Limits, compile
+from automask.engine.compiled import CacheStats, CompiledGrammar, Compiler, Limits, compile
 from automask.engine.matcher import Matcher
 from automask.errors import (
     AutomaskError,
@@ -28,7 +28,9 @@ from automask.vocab import Vocabulary
 
 __all__ = [
     "AutomaskError",
+    "CacheStats",
     "CompiledGrammar",
+    "Compiler",
     "EmptyLanguage",
     "Grammar",
     "GrammarError",

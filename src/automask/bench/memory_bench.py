@@ -24,8 +24,8 @@ Plateau criterion (``--check``), over the second half of the run (from the
 sample at or after N/2 schemas to the last):
 
 - RSS grows by at most what the shared scans' high-water mark grew (the
-  bytes their budget counts: that cache fills up to ``SHARED_SCAN_BYTES``,
-  256 MiB per vocabulary, however the schemas go, and the allocator keeps
+  bytes their budget counts: that cache fills up to the compiler's
+  ``cache_limit_bytes``, 256 MiB by default, however the schemas go, and the allocator keeps
   what it held) plus ``--max-growth-mb`` per 1,000 schemas (default 10 MiB:
   RSS only ever keeps the high-water mark of the heap, so a large schema
   late in the run leaves a step of a few tens of MiB, and the front ends'
@@ -52,12 +52,15 @@ import time
 import tracemalloc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from automask.bench.maskbench import load_records
 from automask.bench.progress import Progress
 from automask.bench.stats import printer, text_table
 from automask.errors import AutomaskError
+
+if TYPE_CHECKING:
+    from automask.engine.compiled import Compiler
 
 DEFAULT_SCHEMAS = 8000
 DEFAULT_EVERY = 1000
@@ -126,15 +129,14 @@ def distinct_schemas(walks: Sequence[Walk], count: int) -> Iterator[tuple[str, A
         k += 1
 
 
-def run_one(schema: Any, ids: Sequence[int], vocab: Any, bitmask) -> str:
+def run_one(schema: Any, ids: Sequence[int], compiler: Compiler, bitmask) -> str:
     """Compile, walk and drop one schema: ``pass``, ``refused`` (a token masked or not
     accepted) or ``error`` (the schema does not compile, or a limit fired)."""
-    from automask.engine.compiled import compile
     from automask.engine.matcher import Matcher
     from automask.grammar.ir import Grammar
 
     try:
-        matcher = Matcher(compile(Grammar.from_json_schema(schema), vocab))
+        matcher = Matcher(compiler.compile(Grammar.from_json_schema(schema)))
         row = bitmask[0]
         for tid in ids:
             matcher.fill_bitmask(bitmask)
@@ -154,29 +156,29 @@ def rss_mb() -> float | None:
         return None
 
 
-def table_sizes(vocab: Any) -> dict[str, Any]:
-    """The module-level tables that a stream of schemas could grow."""
+def table_sizes(compiler: Compiler) -> dict[str, Any]:
+    """The module-level tables that a stream of schemas could grow, and the compiler's
+    shared scans."""
     from automask.engine import lexer, tokens
-    from automask.engine.compiled import root_tokens
     from automask.regex import nodes
 
     sizes: dict[str, Any] = dict(nodes.table_sizes())
-    shared = root_tokens(vocab).shared_scans
-    sizes["shared_scans"] = 0 if shared is None else len(shared)
-    sizes["shared_scan_mb"] = 0.0 if shared is None else shared.used / 2**20
+    stats = compiler.stats()
+    sizes["shared_scans"] = stats.entries
+    sizes["shared_scan_mb"] = stats.bytes / 2**20
     sizes["canonical_sets"] = len(tokens._canonical_sets)
     sizes["byte_luts"] = len(lexer._luts)
     return sizes
 
 
-def sample(done: int, vocab: Any, start: float, outcomes: dict[str, int],
+def sample(done: int, compiler: Compiler, start: float, outcomes: dict[str, int],
            traced: bool) -> dict[str, Any]:
     gc.collect()
     row: dict[str, Any] = {"schemas": done, "seconds": round(time.monotonic() - start, 1),
                            "rss_mb": rss_mb(), "gc_tracked": len(gc.get_objects()),
                            "traced_mb": (tracemalloc.get_traced_memory()[0] / 2**20
                                          if traced else None),
-                           **table_sizes(vocab), **outcomes}
+                           **table_sizes(compiler), **outcomes}
     return row
 
 
@@ -220,39 +222,39 @@ def run_memory_bench(data_path: str, tokenizer_path: str, *, schemas: int = DEFA
                      stream: TextIO | None = None) -> dict[str, Any]:
     """The whole ``bench memory`` run; returns the samples and the plateau check."""
     from automask.bitmask import allocate_bitmask
-    from automask.engine import masks
+    from automask.engine.compiled import CACHE_LIMIT_BYTES, Compiler
     from automask.vocab import Vocabulary
 
     out = stream if stream is not None else sys.stdout
     p = printer(out)
-    if shared_scan_mb is not None:  # before the vocabulary's shared-scan cache is made
-        masks.SHARED_SCAN_BYTES = int(shared_scan_mb * 2**20)
     vocab = Vocabulary.from_file(tokenizer_path)
+    compiler = Compiler(vocab, cache_limit_bytes=CACHE_LIMIT_BYTES if shared_scan_mb is None
+                        else int(shared_scan_mb * 2**20))
     walks = load_walks(data_path, vocab, seed)
     bitmask = allocate_bitmask(1, vocab.size)
     p(f"bench memory: {schemas} distinct schemas from {data_path} ({len(walks)} with a valid "
       f"instance, then repeats), tokenizer {tokenizer_path} ({vocab.size} ids), a sample every "
-      f"{every}; shared scans budget {masks.SHARED_SCAN_BYTES / 2**20:.0f} MiB")
+      f"{every}; shared scans budget {compiler.scans.budget / 2**20:.0f} MiB")
     if traced:
         tracemalloc.start()
     outcomes = {"pass": 0, "refused": 0, "error": 0}
     start = time.monotonic()
-    samples = [sample(0, vocab, start, outcomes, traced)]
+    samples = [sample(0, compiler, start, outcomes, traced)]
     bar = Progress("bench memory", schemas)
     done = 0
     try:
         for _rid, schema, ids in distinct_schemas(walks, schemas):
-            outcomes[run_one(schema, ids, vocab, bitmask)] += 1
+            outcomes[run_one(schema, ids, compiler, bitmask)] += 1
             done += 1
             bar.update(done)
             if done % every == 0 or done == schemas:
-                samples.append(sample(done, vocab, start, outcomes, traced))
+                samples.append(sample(done, compiler, start, outcomes, traced))
     finally:
         bar.close()
         if traced:
             tracemalloc.stop()
     if samples[-1]["schemas"] != done:
-        samples.append(sample(done, vocab, start, outcomes, traced))
+        samples.append(sample(done, compiler, start, outcomes, traced))
     p(text_table(["schemas", "s", "RSS MB", "traced MB", "gc objs", "nodes", "recent",
                   "uid-keyed", "shared scans", "scan MB", "canon sets", "luts", "pass",
                   "refused", "error"], [_fmt_row(s) for s in samples]))
@@ -270,7 +272,7 @@ def run_memory_bench(data_path: str, tokenizer_path: str, *, schemas: int = DEFA
     return {"command": "bench memory", "python": platform.python_version(),
             "machine": platform.machine(), "data": data_path, "tokenizer": tokenizer_path,
             "vocab_size": vocab.size, "schemas": done, "every": every, "seed": seed,
-            "shared_scan_bytes": masks.SHARED_SCAN_BYTES, "dev_schemas": len(walks),
+            "shared_scan_bytes": compiler.scans.budget, "dev_schemas": len(walks),
             "samples": samples, "plateau": check}
 
 

@@ -99,6 +99,7 @@ class AutomaskEngine(Engine):
 
     def __init__(self, schema_options: dict[str, Any] | None = None) -> None:
         self.vocab: Any = None
+        self.compiler: Any = None
         self.root: Any = None
         self.schema_options = dict(self.SCHEMA_OPTIONS, **(schema_options or {}))
 
@@ -111,10 +112,11 @@ class AutomaskEngine(Engine):
         return {"json_schema": dict(self.schema_options)}
 
     def prepare(self, tokenizer_path: str, vocab: Any) -> None:
-        from automask.engine.compiled import root_tokens
+        from automask.engine.compiled import compiler_for
 
         self.vocab = vocab
-        self.root = root_tokens(vocab)
+        self.compiler = compiler_for(vocab)
+        self.root = self.compiler.tokens
 
     def parse(self, spec: GrammarSpec) -> Any:
         from automask.grammar.ir import Grammar
@@ -130,9 +132,7 @@ class AutomaskEngine(Engine):
         raise ValueError(f"unknown grammar kind {spec.kind!r}")
 
     def compile(self, parsed: Any) -> Any:
-        from automask.engine.compiled import compile as compile_grammar
-
-        return compile_grammar(parsed, self.vocab)
+        return self.compiler.compile(parsed)
 
     def new_sequence(self, compiled: Any) -> SequenceOps:
         from automask.engine.matcher import Matcher
@@ -148,12 +148,12 @@ class AutomaskEngine(Engine):
     def memory(self, compiled: Any) -> dict[str, Any]:
         """Bytes reachable from the CompiledGrammar, minus what the vocabulary shares.
 
-        The vocabulary and its root token index are shared by every grammar
-        compiled for that vocabulary, so they are reported on their own.
+        The vocabulary and its compiler (the root token index, the shared scans) serve
+        every grammar compiled for that vocabulary, so the index is reported on its own.
         """
         from automask.bench.stats import reachable, total_bytes
 
-        shared = reachable([self.vocab, self.root])
+        shared = reachable([self.vocab, self.compiler])
         own = reachable([compiled], exclude=set(shared))
         root_only = reachable([self.root], exclude={id(self.vocab)})
         return {

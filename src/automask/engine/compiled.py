@@ -1,22 +1,32 @@
-"""``compile(grammar, vocab)``: the immutable, shareable product of compilation.
+"""``compile(grammar, vocab)``: the immutable, shareable product of compilation, and
+the :class:`Compiler` that holds what every grammar of one vocabulary shares.
 
 Compilation is lazy by design: it builds the parser tables, the lexer shell
 and the initial configuration; lexer states, Earley sets, configurations and
 masks are materialized on first use and cached here, shared by every
 :class:`~automask.engine.matcher.Matcher` and thread that uses this object.
+
+What does not depend on the grammar lives one level up, on the compiler: the
+vocabulary's token tables and the scans of one-lexeme lexer states (a key, a
+string body, a number), which recur from schema to schema. The user may hold a
+:class:`Compiler` (its size limit, :meth:`Compiler.clear`,
+:meth:`Compiler.stats`); :func:`compile` uses one default compiler per
+vocabulary (:func:`compiler_for`).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from automask.budget import time_budget
 from automask.engine.earley import Parser, ParserTables, follow_lexemes
 from automask.engine.lexer import LexerDFA
-from automask.engine.masks import MaskComputer
+from automask.engine.masks import SHORTCUTS, BoundedCache, MaskComputer
 from automask.engine.state import Runtime
 from automask.engine.tokens import RootTokens
 from automask.errors import GrammarError
@@ -47,31 +57,91 @@ class Limits:
     max_mask_seconds: float | None = 5.0
 
 
-_roots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_roots_lock = threading.Lock()
+#: Default size limit of a compiler's shared scans. A server sees schema after schema
+#: sharing keys, strings and patterns; on MaskBench (3,000 schemas) 48 MB kept 21k scans,
+#: 256 MB 115k, and the mean mask time fell ~4% (1 GB, all of them: ~10%).
+CACHE_LIMIT_BYTES = 256 << 20
 
 
-def root_tokens(vocab: Vocabulary) -> RootTokens:
-    """The vocabulary's ordinary tokens as a byte matrix (built once per vocabulary)."""
-    with _roots_lock:
-        root = _roots.get(vocab)
-        if root is None:
-            excluded = set(vocab.special_ids) | set(vocab.eos_token_ids)
-            root = RootTokens(vocab.tokens, excluded, vocab.size)
-            _roots[vocab] = root
-        return root
+@dataclass(frozen=True)
+class CacheStats:
+    """A snapshot of a :class:`Compiler`'s shared scans (:meth:`Compiler.stats`)."""
+
+    entries: int
+    bytes: int  # what the entries cost, as the limit counts it (arrays, keys, nodes)
+    limit_bytes: int
+    evicted: int  # entries dropped to stay under the limit, since made or cleared
+    #: scans made per shortcut since made or cleared (see docs/masks.md); ``walk``:
+    #: plain walks of the token trie, the case every shortcut avoids
+    scans: Mapping[str, int]
+
+
+class Compiler:
+    """Compiles grammars for one vocabulary and holds what they share.
+
+    ``cache_limit_bytes`` bounds the shared scans (oldest out first).
+    ``shortcuts`` names the scan shortcuts in use (all by default; see
+    :data:`~automask.engine.masks.SHORTCUTS` and docs/masks.md): each is exact,
+    so masks are the same with any subset; a compiler with fewer walks more,
+    which is how the tests check each shortcut against the walk it replaces.
+    Thread-safe; grammars compiled here keep it alive.
+    """
+
+    def __init__(self, vocab: Vocabulary, *, cache_limit_bytes: int = CACHE_LIMIT_BYTES,
+                 shortcuts: Iterable[str] = SHORTCUTS):
+        unknown = set(shortcuts) - SHORTCUTS
+        if unknown:
+            raise ValueError(f"unknown shortcut(s): {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(sorted(SHORTCUTS))})")
+        self.vocab = vocab
+        self.shortcuts = frozenset(shortcuts)
+        excluded = set(vocab.special_ids) | set(vocab.eos_token_ids)
+        #: the vocabulary's ordinary tokens as a byte matrix, shared by every grammar
+        self.tokens = RootTokens(vocab.tokens, excluded, vocab.size)
+        self.scans = BoundedCache(cache_limit_bytes)
+        self.scan_counts: Counter[str] = Counter()
+
+    def compile(self, grammar: Grammar, *, limits: Limits | None = None) -> CompiledGrammar:
+        """``grammar`` compiled for this compiler's vocabulary (cheap: automata are lazy)."""
+        if not isinstance(grammar, Grammar):
+            raise TypeError(f"compile() takes a Grammar, not {type(grammar).__name__}")
+        return CompiledGrammar(grammar, self, limits)
+
+    def clear(self) -> None:
+        """Drop the shared scans (grammars compiled before go on, and make them again)."""
+        self.scans.clear_all()
+        self.scan_counts.clear()
+
+    def stats(self) -> CacheStats:
+        return CacheStats(len(self.scans), self.scans.used, self.scans.budget,
+                          self.scans.evicted, dict(self.scan_counts))
+
+
+_defaults: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_defaults_lock = threading.Lock()
+
+
+def compiler_for(vocab: Vocabulary) -> Compiler:
+    """The default compiler of ``vocab`` (made on first use, kept while ``vocab`` lives):
+    the one :func:`compile` uses."""
+    with _defaults_lock:
+        compiler = _defaults.get(vocab)
+        if compiler is None:
+            compiler = _defaults[vocab] = Compiler(vocab)
+        return compiler
 
 
 class CompiledGrammar:
     """A grammar compiled against one vocabulary. Immutable from the outside; thread-safe."""
 
-    def __init__(self, grammar: Grammar, vocab: Vocabulary, limits: Limits | None = None):
+    def __init__(self, grammar: Grammar, compiler: Compiler, limits: Limits | None = None):
         self.grammar = grammar
-        self.vocab = vocab
+        self.compiler = compiler
+        self.vocab = vocab = compiler.vocab
         self.limits = limits or Limits()
         self.eos_token_ids = tuple(vocab.eos_token_ids)
         self._eos_set = frozenset(self.eos_token_ids)
-        self.root = root_tokens(vocab)
+        self.root = compiler.tokens
         with time_budget(self.limits.max_compile_seconds, "compiling the grammar"):
             _check_spelling(grammar, self.root)
             follow = follow_lexemes(grammar)
@@ -81,7 +151,9 @@ class CompiledGrammar:
         self.runtime = Runtime(self.lexer, self.parser, self.limits.max_configs)
         self.masks = MaskComputer(self.runtime, self.root, self.eos_token_ids,
                                   self.limits.mask_cache_bytes, self.limits.scan_cache_bytes,
-                                  self.limits.decision_cache_bytes)
+                                  self.limits.decision_cache_bytes, shared_scans=compiler.scans,
+                                  shortcuts=compiler.shortcuts,
+                                  scan_counts=compiler.scan_counts)
 
     @property
     def vocab_size(self) -> int:
@@ -98,10 +170,9 @@ class CompiledGrammar:
 
 def compile(grammar: Grammar, vocab: Vocabulary, *, limits: Limits | None = None
             ) -> CompiledGrammar:
-    """Compile ``grammar`` for ``vocab``; cheap, because the automata are built lazily."""
-    if not isinstance(grammar, Grammar):
-        raise TypeError(f"compile() takes a Grammar, not {type(grammar).__name__}")
-    return CompiledGrammar(grammar, vocab, limits)
+    """Compile ``grammar`` for ``vocab`` with its default :class:`Compiler`; cheap, because
+    the automata are built lazily."""
+    return compiler_for(vocab).compile(grammar, limits=limits)
 
 
 def _check_spelling(grammar: Grammar, root: RootTokens, max_states: int = 2000) -> None:

@@ -17,6 +17,7 @@ All caches are bounded (oldest entries dropped first).
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from gc import is_tracked
@@ -54,6 +55,20 @@ MAX_UNSURE_ROWS = 256  # a bounded scan checks at most this many rows near the b
 SMALL_MASK_IDS = 16  # a mask's sparse part up to this many ids is packed in plain Python
 PACKED_MASK_IDS = 800  # ... from this many, through a bool per id (a sort costs more)
 
+#: The scan shortcuts (docs/masks.md states each and why it is exact): a scan read off
+#: another scan or computed without walking the token trie. ``Compiler(shortcuts=…)``
+#: turns them off one by one; the masks are the same, only slower.
+SHORTCUTS = frozenset({
+    "bounded",   # a length-bounded string body: the unbounded body's scan, filtered
+    "gap",       # a lexeme opening with whitespace: the rest's scan, shifted
+    "unpruned",  # a FOLLOW-pruned root scan: filtered from the one unpruned walk
+    "excluded",  # "any key but these": the plain key body's scan, less the names
+    "literal",   # a lexeme that must read a literal first: found by bisection
+    "finite",    # a child set and a finite language: its strings looked up
+    "prefixed",  # a child set and a forced prefix: the rows with that prefix
+    "reuse",     # a root scan borrowing another state's walk on most first bytes
+})
+
 
 class BoundedCache(dict):
     """A dict bounded by the total *cost* (bytes) of its values; oldest entries go first.
@@ -68,6 +83,7 @@ class BoundedCache(dict):
         super().__init__()
         self.budget = budget
         self.used = 0
+        self.evicted = 0  # entries dropped to stay within the budget
         self._costs: dict = {}
         self._anchors: dict = {}  # key -> what the entry holds alive beside its value
 
@@ -85,6 +101,7 @@ class BoundedCache(dict):
                     break
                 self.pop(old, None)
                 self.used -= self._costs.pop(old, 0)
+                self.evicted += 1
                 if anchors:
                     anchors.pop(old, None)
         self[key] = value
@@ -108,6 +125,13 @@ class BoundedCache(dict):
             value = make()
             self.put(key, value, cost(value))
         return value
+
+    def clear_all(self) -> None:
+        """Drop every entry and reset the counts."""
+        self.clear()
+        self._costs.clear()
+        self._anchors.clear()
+        self.used = self.evicted = 0
 
     def recent(self, key: Any) -> Any:
         """``get``, moving a hit to the back of the eviction order."""
@@ -189,9 +213,15 @@ class MaskComputer:
 
     def __init__(self, runtime: Runtime, root: RootTokens, eos_ids: tuple[int, ...],
                  mask_cache_bytes: int = 12 << 20, scan_cache_bytes: int = 12 << 20,
-                 decision_cache_bytes: int = 6 << 20):
+                 decision_cache_bytes: int = 6 << 20, *, shared_scans: BoundedCache,
+                 shortcuts: frozenset[str] = SHORTCUTS, scan_counts: Counter[str] | None = None):
+        """``shared_scans``, ``shortcuts`` and ``scan_counts``: the compiler's (see
+        :class:`~automask.engine.compiled.Compiler`), shared with every grammar of ``root``."""
         self.runtime = runtime
         self.root = root
+        self._shared = shared_scans
+        self._shortcuts = shortcuts
+        self._scan_counts: Counter[str] = Counter() if scan_counts is None else scan_counts
         self.nwords = (root.size + 31) // 32
         self.eos_ids = np.array(sorted(i for i in set(eos_ids) if 0 <= i < root.size),
                                 dtype=np.int64)
@@ -275,7 +305,7 @@ class MaskComputer:
         if follow is None:
             follow = lexer.follow_bytes(lex)
         key = (tokens.uid, node.uid, follow)
-        shared = _shared_scans(self.root)
+        shared = self._shared
         # Least recently used goes first: the plain string body's scan, used by every
         # schema, must not be dropped for being old (a 10-20 ms walk each time).
         hit: tuple[Any, tuple] | None = shared.recent(key)
@@ -285,38 +315,50 @@ class MaskComputer:
                 return hit
             return part, _kept([(lexer.single(lex, n), child) for n, child in by_node])
         state = lexer.single(lex, node)
-        body = counted.bounded_body(node) if root else None
+        on = self._shortcuts
+        body = counted.bounded_body(node) if root and "bounded" in on else None
         own_part = True  # False: the part is the unpruned scan's, counted there
         if body is not None and (found := self._bounded_scan(lex, state, body, follow)) is not None:
             inside, crossing = found
             part = finish(inside)
-        elif (root and follow == lexer.follow_bytes(lex)  # (see _gap_scan)
+            made_by = "bounded"
+        elif (root and "gap" in on and follow == lexer.follow_bytes(lex)  # (see _gap_scan)
               and (gap := gaps.leading_gap(node)) is not None):
             part, crossing = self._gap_scan(lex, gap, finish, follow)
-        elif root and follow != rx.FULL_BITS:
+            made_by = "gap"
+        elif root and "unpruned" in on and follow != rx.FULL_BITS:
             part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
             kept = [(after, prune_crossing(child, lexer.next_ok(after)))
                     for after, child in unpruned]
             crossing = [(after, child) for after, child in kept if child is not None]
             own_part = False
-        elif root and (other := excluded.except_body(node)) is not None:
+            made_by = "unpruned"
+        elif root and "excluded" in on and (other := excluded.except_body(node)) is not None:
             part, crossing, own_part = self._except_scan(lex, state, other, finish)
-        elif root and (found := scan_string(tokens, lexer, state,  # type: ignore[arg-type]  # root: tokens is self.root
-                                            rx.forced_prefix(node)[:tokens.maxlen])):
+            made_by = "excluded"
+        elif root and "literal" in on and (found := scan_string(
+                tokens, lexer, state,  # type: ignore[arg-type]  # root: tokens is self.root
+                rx.forced_prefix(node)[:tokens.maxlen])):
             inside, crossing = found  # a key's name, a keyword
             part = finish(inside)
-        elif (not root and tokens.parent_rows is None  # a canonical set: sorted, distinct
+            made_by = "literal"
+        elif (not root and "finite" in on
+              and tokens.parent_rows is None  # a canonical set: sorted, distinct
               and (strings := rx.finite_strings(node)) is not None):
             inside, crossing = scan_finite(tokens, lexer, state, strings)
             part = finish(inside)
-        elif (not root and tokens.parent_rows is None
+            made_by = "finite"
+        elif (not root and "prefixed" in on and tokens.parent_rows is None
               and (text := rx.forced_prefix(node)[:tokens.maxlen])):
             inside, crossing = scan_prefixed(tokens, lexer, state, text)  # a key, its colon
             part = finish(inside)
+            made_by = "prefixed"
         else:
-            reuse = self._reuse(state, finish) if borrow and root else None
+            reuse = self._reuse(state, finish) if borrow and root and "reuse" in on else None
             inside, crossing = scan(tokens, lexer, state, reuse)
             part = finish(inside)
+            made_by = "walk" if reuse is None else "reuse"
+        self._scan_counts[made_by] += 1
         crossing = _kept(crossing)
         by_node = _kept([(lexer.nodes[after][0], child) for after, child in crossing])
         # The entry holds its node: interning is weak (see automask.regex.nodes), and the
@@ -366,7 +408,7 @@ class MaskComputer:
         lexer, root = self.runtime.lexer, self.root
         after = lexer.single(lex, gap.rest)
         part, crossing = self._shared_scan(root, after, finish, True, follow)
-        shared = _shared_scans(root)
+        shared = self._shared
         key = ("spaced", gap.bits)
         spaced = shared.recent(key)  # (kept as the most recent: every gap lexeme uses it)
         if spaced is None:
@@ -423,7 +465,7 @@ class MaskComputer:
         lexer, root = self.runtime.lexer, self.root
         part, crossing = self._shared_scan(root, lexer.single(lex, body.plain), finish, True,
                                            rx.FULL_BITS)
-        holding = None if body.prefix else _shared_scans(root).made(
+        holding = None if body.prefix else self._shared.made(
             ("rows holding", body.tail), lambda: excluded.rows_holding(root, body.tail),
             lambda found: found.nbytes)
         dead = excluded.dying_rows(root, lexer, state, body, holding)
@@ -448,7 +490,7 @@ class MaskComputer:
         lexer, root = self.runtime.lexer, self.root
         part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded),
                                            self._pack_inside, True, follow)
-        shared = _shared_scans(root)
+        shared = self._shared
         counts, ended = shared.made(("body counts", body.code.uid),
                                     lambda: counted.body_counts(root, body.code),
                                     lambda found: found[0].nbytes + found[1].nbytes)
@@ -571,25 +613,11 @@ class MaskComputer:
         return result
 
 
-# Per vocabulary, for every grammar compiled against it. A server sees schema after
-# schema sharing keys, strings and patterns; on MaskBench (3,000 schemas) 48 MB kept
-# 21k scans, 256 MB 115k, and the mean mask time fell ~4% (1 GB, all of them: ~10%).
-SHARED_SCAN_BYTES = 256 << 20
 #: what a shared scan costs beyond its arrays' bytes and _scan_cost's 200: its key (a
 #: 256-bit follow set among its ints), tuples, array headers and three dict slots
 SHARED_ENTRY_COST = 300
 #: what a regex node a shared scan holds costs (the node, its memos, its table entries)
 NODE_COST = 600
-_shared_lock = threading.Lock()
-
-
-def _shared_scans(root: RootTokens) -> BoundedCache:
-    if root.shared_scans is None:
-        with _shared_lock:
-            if root.shared_scans is None:
-                root.shared_scans = BoundedCache(SHARED_SCAN_BYTES)
-    shared: BoundedCache = root.shared_scans
-    return shared
 
 
 def _kept(items: Any) -> tuple:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -159,7 +159,7 @@ class RootTokens(TokenSet):
     """The distinct byte strings of a vocabulary's ordinary tokens, with their ids."""
 
     __slots__ = ("size", "row_of_id", "ids_sorted", "id_starts", "valid_ids", "present_bytes",
-                 "trie", "_pack_index", "shared_scans", "shared_bytes", "one_id_each")
+                 "trie", "_pack_index", "shared_bytes", "one_id_each")
 
     def __init__(self, token_bytes: list[bytes], excluded: set[int], size: int):
         by_bytes: dict[bytes, list[int]] = {}
@@ -192,8 +192,6 @@ class RootTokens(TokenSet):
         #: bitmask of the bytes that occur in at least one token
         self.present_bytes = sum(1 << b for b in np.flatnonzero(counts_by_byte).tolist())
         self.trie = PrefixTrie(self)
-        # scans shared by every grammar (an engine.masks.BoundedCache)
-        self.shared_scans: Any = None
         # pack_rows gathers every id's row in one pass; ids with no row (and
         # the padding up to a whole word) read the extra False slot at index n.
         nwords = (size + 31) // 32
