@@ -30,6 +30,7 @@ from automask import (
     Vocabulary,
     VocabularyError,
 )
+from automask.engine.matcher import parse_state
 from automask.regex import nodes as rx
 
 # --------------------------------------------------------------------------- oracles
@@ -547,7 +548,7 @@ def test_forced_tokens_with_encoder(pattern, vocab):
     assert forced.startswith(data), (forced, data)
     text = forced.decode("utf-8", errors="ignore")
     assert tokens == vocab.encode(text)[: len(tokens)], "forced tokens are canonical"
-    if not m.compiled.runtime.advance(m.config, forced).threads:
+    if not m.compiled.states.advance(parse_state(m), forced).threads:
         assert tokens == vocab.encode(text)  # the grammar ends here: nothing held back
     f = m.fork()
     assert f.accept_tokens(tokens) == len(tokens)
@@ -569,7 +570,7 @@ def test_forced_last_token_kept_exactly_when_nothing_longer_is_legal(pattern, vo
     forced = m.forced_bytes()
     text = forced.decode("utf-8", errors="ignore")
     encoded = vocab.encode(text)
-    if not text or not m.compiled.runtime.advance(m.config, text.encode()).threads:
+    if not text or not m.compiled.states.advance(parse_state(m), text.encode()).threads:
         return  # the grammar ends there: nothing is held back anyway
     head = m.fork()
     assert head.accept_tokens(encoded[:-1]) == len(encoded) - 1

@@ -18,6 +18,7 @@ from mask_walks import assert_same_masks, masks_along
 from automask import Grammar, Matcher, compile
 from automask.engine import gaps, masks
 from automask.engine.compiled import compiler_for
+from automask.engine.matcher import parse_state
 from automask.engine.tokens import prune_crossing, scan
 from automask.regex import nodes as rx
 from automask.schema.json_text import Layout, literal_string_node
@@ -85,7 +86,7 @@ def _same_masks_both_ways(vocab, monkeypatch, indent):
 
     def checked(self, lex, gap, finish, follow):
         part, crossing = real(self, lex, gap, finish, follow)
-        lexer = self.runtime.lexer
+        lexer = self.states.lexer
         state = lexer.single(lex, rx.concat(rx.repeat(rx.byte_set(gap.bits), 0, gap.most
                                                       if gap.most < gaps.UNBOUNDED else None),
                                             gap.rest))
@@ -124,10 +125,10 @@ def test_a_key_after_a_colon_is_one_thread(llama):
     lies inside the value's lexeme: whitespace leads a lexeme, never trails one."""
     matcher = Matcher(compile(Grammar.from_json_schema(SCHEMA), llama))
     assert matcher.accept_bytes(b'{"name":')
-    assert len(matcher.config.threads) == 2  # (origin, lexer state): one pair
+    assert len(parse_state(matcher).threads) == 2  # (origin, lexer state): one pair
     assert matcher.is_allowed(llama.encode(' "')[0])
     assert matcher.accept_bytes(b' "x",   "count"   :   ')
-    assert len(matcher.config.threads) == 2
+    assert len(parse_state(matcher).threads) == 2
     assert not matcher.accept_bytes(b" " * 30)  # a gap is bounded (24 bytes)
 
 

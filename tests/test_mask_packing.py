@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from automask.engine.masks import PACKED_MASK_IDS, SMALL_MASK_IDS, Mask
+from automask.engine.matcher import parse_state
 from automask.engine.tokens import pack_bool
 
 VOCAB = 4_000
@@ -59,7 +60,7 @@ def test_a_value_mask_shares_its_inside_parts(llama):
     matcher = Matcher(compiled)
     for tid in llama.encode('{"a": '):
         assert matcher.accept_token(tid)
-    mask = compiled.masks.mask(matcher.config)
+    mask = compiled.masks.mask(parse_state(matcher))
     out = np.zeros((llama.size + 31) // 32, dtype=np.uint32)
     mask.write(out)
     allowed = np.unpackbits(out.view(np.uint8), bitorder="little")[: llama.size]

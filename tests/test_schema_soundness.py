@@ -116,8 +116,8 @@ def masked_walk(compiled, vocab: Vocabulary, rng: np.random.Generator, check,
         token = None
         if step >= 8 and rng.random() < 0.5:
             for t in rng.choice(ids, size=8, p=weights):
-                after = m.try_token(int(t))
-                if after is not None and after.accepting:
+                probe = m.fork()
+                if probe.accept_token(int(t)) and probe.is_accepting():
                     token = int(t)
                     break
         if token is None:

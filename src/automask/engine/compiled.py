@@ -27,7 +27,7 @@ from automask.budget import time_budget
 from automask.engine.earley import Parser, ParserTables, follow_lexemes
 from automask.engine.lexer import LexerDFA
 from automask.engine.masks import SHORTCUTS, BoundedCache, MaskComputer
-from automask.engine.state import Runtime
+from automask.engine.state import StateTable
 from automask.engine.tokens import RootTokens
 from automask.errors import GrammarError
 from automask.grammar.ir import Grammar
@@ -148,8 +148,8 @@ class CompiledGrammar:
         self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states, follow)
         self.parser = Parser(ParserTables(grammar), grammar.ignore, self.lexer,
                              self.limits.max_earley_items, self.limits.max_earley_sets)
-        self.runtime = Runtime(self.lexer, self.parser, self.limits.max_configs)
-        self.masks = MaskComputer(self.runtime, self.root, self.eos_token_ids,
+        self.states = StateTable(self.lexer, self.parser, self.limits.max_configs)
+        self.masks = MaskComputer(self.states, self.root, self.eos_token_ids,
                                   self.limits.mask_cache_bytes, self.limits.scan_cache_bytes,
                                   self.limits.decision_cache_bytes, shared_scans=compiler.scans,
                                   shortcuts=compiler.shortcuts,

@@ -322,7 +322,7 @@ class Parser:
 
     def __init__(self, tables: ParserTables, ignore: tuple[int, ...], lexer: Any,
                  max_items: int = 100_000, max_sets: int = 20_000):
-        self.t = tables
+        self.tables = tables
         self.ignore = tuple(sorted(set(ignore)))
         self.lexer = lexer
         self.max_items = max_items
@@ -331,12 +331,12 @@ class Parser:
         self._completions: dict[tuple | frozenset, EarleySet] = {}
         self._lock = threading.RLock()
         self._uid = 0
-        self.initial = self._build([(self.t.top_start, None)])
+        self.initial = self._build([(self.tables.top_start, None)])
 
     def _build(self, kernel: list[tuple[int, EarleySet | None]]) -> EarleySet:
-        t = self.t
-        nxt_sym, nullable, lhs, prediction = t.next_symbol, t.nullable, t.lhs, t.prediction
-        initial_cores = t.initial_cores
+        tables = self.tables
+        nxt_sym, nullable, lhs = tables.next_symbol, tables.nullable, tables.lhs
+        prediction, initial_cores = tables.prediction, tables.initial_cores
         # An item is one int: its core, plus (origin uid + 1) above bit 32 (0: this set);
         # ``items`` maps it to its origin, and the agenda holds the ints alone. Adding one
         # is written out where it happens (no helper call: this loop is hot).
@@ -344,7 +344,7 @@ class Parser:
         agenda: list[int] = []
         push, pop = agenda.append, agenda.pop
         predicted: set[int] = set()
-        top_done, accepting, max_items = t.top_done, False, self.max_items
+        top_done, accepting, max_items = tables.top_done, False, self.max_items
         for core, origin in kernel:
             key = core if origin is None else core | (origin.uid + 1) << _ORIGIN_SHIFT
             if key not in items:

@@ -6,7 +6,7 @@ mask(config) = OR over its threads of inside(lexer state)       (cached per lexe
 
 Crossing tokens are grouped by the lexer state in which a lexeme may first
 end inside them; the configuration after that point is one memoized parser
-step (:meth:`Runtime.after_thread`), and the group's suffixes are decided by
+step (:meth:`StateTable.after_thread`), and the group's suffixes are decided by
 the same computation, recursively, on the (much smaller) child token set.
 Threads are treated one at a time: the mask is a union over paths, and a
 path starts in exactly one thread. Whole masks are cached per
@@ -28,7 +28,7 @@ import numpy as np
 from automask.budget import check_time
 from automask.engine import counted, excluded, gaps
 from automask.engine.earley import EarleySet
-from automask.engine.state import Config, Runtime, pairs
+from automask.engine.state import ParseState, StateTable, pairs
 from automask.engine.tokens import (
     Reuse,
     RootTokens,
@@ -159,8 +159,8 @@ class Mask:
         self.dense = dense
         self._pack(ids)
         if dense and len(self.word_idx):  # whole words: written, not ORed, at each use
-            for part in dense:
-                self.word_val |= part[self.word_idx]
+            for inside_part in dense:
+                self.word_val |= inside_part[self.word_idx]
 
     def _pack(self, ids: np.ndarray) -> None:
         """``word_idx``/``word_val`` of the sparse ids, by whichever way is cheapest."""
@@ -211,13 +211,13 @@ class Mask:
 class MaskComputer:
     """Computes and caches token masks for configurations."""
 
-    def __init__(self, runtime: Runtime, root: RootTokens, eos_ids: tuple[int, ...],
+    def __init__(self, states: StateTable, root: RootTokens, eos_ids: tuple[int, ...],
                  mask_cache_bytes: int = 12 << 20, scan_cache_bytes: int = 12 << 20,
                  decision_cache_bytes: int = 6 << 20, *, shared_scans: BoundedCache,
                  shortcuts: frozenset[str] = SHORTCUTS, scan_counts: Counter[str] | None = None):
         """``shared_scans``, ``shortcuts`` and ``scan_counts``: the compiler's (see
         :class:`~automask.engine.compiled.Compiler`), shared with every grammar of ``root``."""
-        self.runtime = runtime
+        self.states = states
         self.root = root
         self._shared = shared_scans
         self._shortcuts = shortcuts
@@ -230,52 +230,52 @@ class MaskComputer:
         self._root_scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
         self._scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
         self._masks: BoundedCache = BoundedCache(mask_cache_bytes)
-        self._sub: BoundedCache = BoundedCache(decision_cache_bytes)
+        self._decisions: BoundedCache = BoundedCache(decision_cache_bytes)
         self._lock = threading.RLock()
 
-    def root_scan(self, ls: int) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
-        """The inside tokens and crossing groups of lexer state ``ls`` (cached).
+    def root_scan(self, lexer_state: int) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
+        """The inside tokens and crossing groups of lexer state ``lexer_state`` (cached).
 
         The inside part is a packed mask over ids when many tokens are inside
-        (shared by every mask using ``ls``), else the inside rows (int32):
+        (shared by every mask using ``lexer_state``), else the inside rows (int32):
         packing costs a pass over the whole vocabulary, which a lexer state
         admitting a few tokens (a key, a keyword) should not pay. A lexeme
         opening with whitespace has a tuple of such parts: its own, and the
         whitespace-only tokens' part that every such lexeme shares.
         """
-        found = self._root_scans.get(ls)
+        found = self._root_scans.get(lexer_state)
         if found is None:
             with self._lock:
-                found = self._root_scans.get(ls)
+                found = self._root_scans.get(lexer_state)
                 if found is None:
-                    found = self._shared_scan(self.root, ls, self._pack_inside)
-                    self._root_scans.put(ls, found, _scan_cost(*found))
+                    found = self._shared_scan(self.root, lexer_state, self._pack_inside)
+                    self._root_scans.put(lexer_state, found, _scan_cost(*found))
         return found
 
     def _pack_inside(self, inside: np.ndarray) -> np.ndarray:
         """A root scan's inside rows (a bool per row, or the rows: int32) as the part
         :meth:`root_scan` describes."""
         if inside.dtype == np.int32:
-            part = inside if len(inside) <= SPARSE_INSIDE else self.root.pack_rows(
+            inside_part = inside if len(inside) <= SPARSE_INSIDE else self.root.pack_rows(
                 self._inside_rows(inside))
         elif np.count_nonzero(inside) > SPARSE_INSIDE:
-            part = self.root.pack_rows(inside)
+            inside_part = self.root.pack_rows(inside)
         else:
-            part = np.flatnonzero(inside).astype(np.int32)
-        part.setflags(write=False)
-        return part
+            inside_part = np.flatnonzero(inside).astype(np.int32)
+        inside_part.setflags(write=False)
+        return inside_part
 
-    def sub_scan(self, tokens: TokenSet, ls: int
+    def sub_scan(self, tokens: TokenSet, lexer_state: int
                  ) -> tuple[np.ndarray, Sequence[tuple[int, TokenSet]]]:
-        key = (tokens.uid << 32) | ls
+        key = (tokens.uid << 32) | lexer_state
         found = self._scans.get(key)
         if found is None:
             with self._lock:
-                found = self._shared_scan(tokens, ls, _frozen)
+                found = self._shared_scan(tokens, lexer_state, _frozen)
                 self._scans.put(key, found, _scan_cost(*found))
         return found
 
-    def _shared_scan(self, tokens: TokenSet, ls: int, finish: Any, borrow: bool = True,
+    def _shared_scan(self, tokens: TokenSet, lexer_state: int, finish: Any, borrow: bool = True,
                      follow: int | None = None) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
         """:func:`scan`, shared between grammars for one-lexeme states.
 
@@ -290,12 +290,12 @@ class MaskComputer:
         or ``}`` in one object and by ``}`` alone in the next is one walk of
         the vocabulary, not two.
         """
-        lexer = self.runtime.lexer
+        lexer = self.states.lexer
         crossing: Sequence[tuple[int, TokenSet]]
-        if len(lexer.lexes[ls]) != 1:
-            inside, crossing = scan(tokens, lexer, ls)
+        if len(lexer.lexes[lexer_state]) != 1:
+            inside, crossing = scan(tokens, lexer, lexer_state)
             return finish(inside), _kept(crossing)
-        lex, node = lexer.lexes[ls][0], lexer.nodes[ls][0]
+        lex, node = lexer.lexes[lexer_state][0], lexer.nodes[lexer_state][0]
         root = tokens is self.root
         if root:
             # No token is longer than maxlen bytes, so a node that agrees with this one on
@@ -310,63 +310,63 @@ class MaskComputer:
         # schema, must not be dropped for being old (a 10-20 ms walk each time).
         hit: tuple[Any, tuple] | None = shared.recent(key)
         if hit is not None:
-            part, by_node = hit
+            inside_part, by_node = hit
             if not by_node:  # most keys and punctuation: nothing crosses
                 return hit
-            return part, _kept([(lexer.single(lex, n), child) for n, child in by_node])
+            return inside_part, _kept([(lexer.single(lex, n), child) for n, child in by_node])
         state = lexer.single(lex, node)
         on = self._shortcuts
         body = counted.bounded_body(node) if root and "bounded" in on else None
-        own_part = True  # False: the part is the unpruned scan's, counted there
+        part_is_own = True  # False: the part is the unpruned scan's, counted there
         if body is not None and (found := self._bounded_scan(lex, state, body, follow)) is not None:
             inside, crossing = found
-            part = finish(inside)
+            inside_part = finish(inside)
             made_by = "bounded"
         elif (root and "gap" in on and follow == lexer.follow_bytes(lex)  # (see _gap_scan)
               and (gap := gaps.leading_gap(node)) is not None):
-            part, crossing = self._gap_scan(lex, gap, finish, follow)
+            inside_part, crossing = self._gap_scan(lex, gap, finish, follow)
             made_by = "gap"
         elif root and "unpruned" in on and follow != rx.FULL_BITS:
-            part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
+            inside_part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
             kept = [(after, prune_crossing(child, lexer.next_ok(after)))
                     for after, child in unpruned]
             crossing = [(after, child) for after, child in kept if child is not None]
-            own_part = False
+            part_is_own = False
             made_by = "unpruned"
         elif root and "excluded" in on and (other := excluded.except_body(node)) is not None:
-            part, crossing, own_part = self._except_scan(lex, state, other, finish)
+            inside_part, crossing, part_is_own = self._except_scan(lex, state, other, finish)
             made_by = "excluded"
         elif root and "literal" in on and (found := scan_string(
                 tokens, lexer, state,  # type: ignore[arg-type]  # root: tokens is self.root
                 rx.forced_prefix(node)[:tokens.maxlen])):
             inside, crossing = found  # a key's name, a keyword
-            part = finish(inside)
+            inside_part = finish(inside)
             made_by = "literal"
         elif (not root and "finite" in on
               and tokens.parent_rows is None  # a canonical set: sorted, distinct
               and (strings := rx.finite_strings(node)) is not None):
             inside, crossing = scan_finite(tokens, lexer, state, strings)
-            part = finish(inside)
+            inside_part = finish(inside)
             made_by = "finite"
         elif (not root and "prefixed" in on and tokens.parent_rows is None
               and (text := rx.forced_prefix(node)[:tokens.maxlen])):
             inside, crossing = scan_prefixed(tokens, lexer, state, text)  # a key, its colon
-            part = finish(inside)
+            inside_part = finish(inside)
             made_by = "prefixed"
         else:
             reuse = self._reuse(state, finish) if borrow and root and "reuse" in on else None
             inside, crossing = scan(tokens, lexer, state, reuse)
-            part = finish(inside)
+            inside_part = finish(inside)
             made_by = "walk" if reuse is None else "reuse"
         self._scan_counts[made_by] += 1
         crossing = _kept(crossing)
         by_node = _kept([(lexer.nodes[after][0], child) for after, child in crossing])
         # The entry holds its node: interning is weak (see automask.regex.nodes), and the
         # next schema that builds this lexeme must find it again under the same uid.
-        shared.put(key, _kept((part, by_node)),
-                   _scan_cost(part if own_part else None, crossing) + SHARED_ENTRY_COST
+        shared.put(key, _kept((inside_part, by_node)),
+                   _scan_cost(inside_part if part_is_own else None, crossing) + SHARED_ENTRY_COST
                    + NODE_COST * (1 + len(by_node)), anchor=node)
-        return part, crossing
+        return inside_part, crossing
 
     def _reuse(self, state: int, finish: Any) -> Reuse | None:
         """Another one-lexeme state whose root scan can stand in for most of ``state``'s.
@@ -378,7 +378,7 @@ class MaskComputer:
         shared string body on every byte but the declared names' first ones,
         so each new object walks only the tokens starting with those.
         """
-        lexer, trie = self.runtime.lexer, self.root.trie
+        lexer, trie = self.states.lexer, self.root.trie
         sizes = trie.end[1] - trie.start[1]
         lexer.row(state)
         after = lexer.table[state][trie.byte[1]]
@@ -392,8 +392,8 @@ class MaskComputer:
         walked = int(sizes[(after != 0) & ~same].sum())
         if int(sizes[same].sum()) <= 2 * walked:
             return None
-        part, crossing = self._shared_scan(self.root, d, finish, False, rx.FULL_BITS)
-        return Reuse(same, self._inside_rows(part), crossing)
+        inside_part, crossing = self._shared_scan(self.root, d, finish, False, rx.FULL_BITS)
+        return Reuse(same, self._inside_rows(inside_part), crossing)
 
     def _gap_scan(self, lex: int, gap: gaps.Gap, finish: Any, follow: int
                   ) -> tuple[Any, list[tuple[int, TokenSet]]]:
@@ -405,9 +405,9 @@ class MaskComputer:
         root prunes as it walks), so only asked for under that key: never for
         the unpruned root scan that other grammars' pruned ones are read off.
         """
-        lexer, root = self.runtime.lexer, self.root
+        lexer, root = self.states.lexer, self.root
         after = lexer.single(lex, gap.rest)
-        part, crossing = self._shared_scan(root, after, finish, True, follow)
+        inside_part, crossing = self._shared_scan(root, after, finish, True, follow)
         shared = self._shared
         key = ("spaced", gap.bits)
         spaced = shared.recent(key)  # (kept as the most recent: every gap lexeme uses it)
@@ -424,23 +424,23 @@ class MaskComputer:
                 _add_group(root, out, state, moved)
         if len(inside):
             extra = spaced.expand(inside, gap.most)[0]
-            if part.dtype == np.int32:  # (first bytes differ: no row is in both)
-                part = finish(np.concatenate([part, extra]))
+            if inside_part.dtype == np.int32:  # (first bytes differ: no row is in both)
+                inside_part = finish(np.concatenate([inside_part, extra]))
             else:
-                rows = self._inside_rows(part)
+                rows = self._inside_rows(inside_part)
                 rows[extra] = True
-                part = finish(rows)
+                inside_part = finish(rows)
         # Whitespace-only tokens are inside every gap of this bound: one shared part
         # (hundreds of rows), not copied into each key's.
         blanks = shared.made(("blank part", gap.bits, gap.most),
                              lambda: finish(spaced.blanks(gap.most)),
                              lambda found: found.nbytes)
         if len(blanks):
-            if blanks.dtype == np.int32 and part.dtype == np.int32:
-                part = finish(np.concatenate([part, blanks]))
+            if blanks.dtype == np.int32 and inside_part.dtype == np.int32:
+                inside_part = finish(np.concatenate([inside_part, blanks]))
             else:
-                part = (part, blanks)
-        return part, out
+                inside_part = (inside_part, blanks)
+        return inside_part, out
 
     @staticmethod
     def _few_remainders(rest: TokenSet, node: rx.Node
@@ -462,8 +462,8 @@ class MaskComputer:
         """The root scan of "any key but the declared ones" (see :mod:`automask.engine.excluded`):
         the plain key body's, minus the rows that close a declared name. Returns the
         part, the crossing groups, and whether the part is a new array (not the plain one)."""
-        lexer, root = self.runtime.lexer, self.root
-        part, crossing = self._shared_scan(root, lexer.single(lex, body.plain), finish, True,
+        lexer, root = self.states.lexer, self.root
+        inside_part, crossing = self._shared_scan(root, lexer.single(lex, body.plain), finish, True,
                                            rx.FULL_BITS)
         holding = None if body.prefix else self._shared.made(
             ("rows holding", body.tail), lambda: excluded.rows_holding(root, body.tail),
@@ -471,15 +471,15 @@ class MaskComputer:
         dead = excluded.dying_rows(root, lexer, state, body, holding)
         crossing = excluded.drop_closed_words(root, lexer, state, body, crossing)
         if not dead:
-            return part, crossing, False
-        if part.dtype == np.int32:
-            part = part[~np.isin(part, dead)]
+            return inside_part, crossing, False
+        if inside_part.dtype == np.int32:
+            inside_part = inside_part[~np.isin(inside_part, dead)]
         else:
             gone = np.zeros(root.n, dtype=bool)
             gone[dead] = True
-            part = part & ~root.pack_rows(gone)
-        part.setflags(write=False)
-        return part, crossing, True
+            inside_part = inside_part & ~root.pack_rows(gone)
+        inside_part.setflags(write=False)
+        return inside_part, crossing, True
 
     def _bounded_scan(self, lex: int, state: int, body: counted.BoundedBody, follow: int
                       ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]] | None:
@@ -487,8 +487,8 @@ class MaskComputer:
         unbounded body's (see :mod:`automask.engine.counted`): same tokens, filtered by
         code points. None when a pattern leaves too many rows near the bound to check
         one by one (a walk is cheaper)."""
-        lexer, root = self.runtime.lexer, self.root
-        part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded),
+        lexer, root = self.states.lexer, self.root
+        inside_part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded),
                                            self._pack_inside, True, follow)
         shared = self._shared
         counts, ended = shared.made(("body counts", body.code.uid),
@@ -496,7 +496,8 @@ class MaskComputer:
                                     lambda found: found[0].nbytes + found[1].nbytes)
         # (a bool per row, unpacked once per unbounded body: a copy is ~40x cheaper)
         inside = shared.made(("inside rows", body.unbounded.uid),
-                             partial(self._inside_rows, part), lambda found: found.nbytes).copy()
+                             partial(self._inside_rows, inside_part),
+                             lambda found: found.nbytes).copy()
         inside &= counted.in_bounds(counts, 0, body.hi) & (~ended | (counts >= body.lo))
         if body.slack and body.hi is not None:
             # Near the bound a pattern may still need code points the bound leaves no room for.
@@ -520,38 +521,38 @@ class MaskComputer:
                 out.append((after, sub))
         return inside, out
 
-    def _inside_rows(self, part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
+    def _inside_rows(self, inside_part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
         """A root scan's finished inside part (rows, or packed over ids, or a tuple of
         those) as a bool per row."""
         root = self.root
-        if type(part) is tuple:
-            inside = self._inside_rows(part[0])
-            for piece in part[1:]:
+        if type(inside_part) is tuple:
+            inside = self._inside_rows(inside_part[0])
+            for piece in inside_part[1:]:
                 inside |= self._inside_rows(piece)
             return inside
         # not a tuple here (type() is not narrowed by mypy: the check above is the fast one)
-        if part.dtype == np.int32:  # type: ignore[union-attr]
+        if inside_part.dtype == np.int32:  # type: ignore[union-attr]
             inside = np.zeros(root.n, dtype=bool)
-            inside[part] = True
+            inside[inside_part] = True
             return inside
-        bits = np.unpackbits(part.view(np.uint8), bitorder="little").view(bool)  # type: ignore[union-attr]
+        bits = np.unpackbits(inside_part.view(np.uint8), bitorder="little").view(bool)  # type: ignore[union-attr]
         return bits[root.ids_sorted[root.id_starts[:-1]]]
 
-    def cached(self, config: Config) -> Mask | None:
+    def cached(self, config: ParseState) -> Mask | None:
         """The mask of ``config`` if it is cached (no work at all), else None."""
         return self._masks.get(config.uid)
 
-    def mask(self, config: Config) -> Mask:
+    def mask(self, config: ParseState) -> Mask:
         """The mask of ``config`` (cached)."""
         found: Mask | None = self._masks.get(config.uid)  # uids are never reused
         if found is not None:
             return found
         dense: list[np.ndarray] = []
         crossing_rows: list[np.ndarray] = []
-        split = self.runtime.lexer.split
-        for origin, ls in pairs(_threads(config, split)):
-            part, crossing = self.root_scan(ls)
-            for piece in part if type(part) is tuple else (part,):
+        split = self.states.lexer.split
+        for origin, lexer_state in pairs(_threads(config, split)):
+            inside_part, crossing = self.root_scan(lexer_state)
+            for piece in inside_part if type(inside_part) is tuple else (inside_part,):
                 if piece.dtype == np.int32:
                     crossing_rows.append(piece)
                 elif not any(piece is d for d in dense):
@@ -574,17 +575,17 @@ class MaskComputer:
 
     def _decide(self, origin: EarleySet, state: int, child: TokenSet) -> np.ndarray | None:
         """Which suffixes of a crossing group survive, after the lexeme end in ``state``."""
-        after = self.runtime.after_thread(origin, state)
-        if after is self.runtime.dead:
+        after = self.states.after_thread(origin, state)
+        if after is self.states.dead:
             return None
         canonical, index = child.canonical()
         allowed = self.allowed(after, canonical)[index]
         return allowed if np.count_nonzero(allowed) else None  # (.any() costs 5x more)
 
-    def allowed(self, config: Config, tokens: TokenSet) -> np.ndarray:
+    def allowed(self, config: ParseState, tokens: TokenSet) -> np.ndarray:
         """Which rows of a child token set ``config`` accepts (bool array)."""
         key = (config.uid << 32) | tokens.uid  # uids are never reused
-        found: np.ndarray | None = self._sub.get(key)
+        found: np.ndarray | None = self._decisions.get(key)
         if found is not None:
             return found
         check_time()
@@ -592,8 +593,8 @@ class MaskComputer:
         # something is added to them: a one-thread configuration with nothing crossing
         # (most) copies nothing.
         result, owned = None, False
-        for origin, ls in pairs(_threads(config, self.runtime.lexer.split, capped=True)):
-            inside, crossing = self.sub_scan(tokens, ls)
+        for origin, lexer_state in pairs(_threads(config, self.states.lexer.split, capped=True)):
+            inside, crossing = self.sub_scan(tokens, lexer_state)
             if result is None:
                 result = inside
             elif owned:
@@ -609,7 +610,7 @@ class MaskComputer:
                     result[child.parent_rows[allowed]] = True  # type: ignore[index]
         if result is None:
             result = np.zeros(tokens.n, dtype=bool)
-        self._sub.put(key, result, result.nbytes + 150)
+        self._decisions.put(key, result, result.nbytes + 150)
         return result
 
 
@@ -662,9 +663,9 @@ def _frozen(inside: np.ndarray) -> np.ndarray:
     return inside
 
 
-def _threads(config: Config, split: Callable[[int], Any], capped: bool = False) -> tuple:
+def _threads(config: ParseState, split: Callable[[int], Any], capped: bool = False) -> tuple:
     """The config's threads with each lexer state split into one state per lexeme
-    (flat, as ``Config.threads``).
+    (flat, as ``ParseState.threads``).
 
     A token's path through a lexer state follows one lexeme at a time, so
     the mask is the union over the members; one-lexeme states recur far more
@@ -678,17 +679,17 @@ def _threads(config: Config, split: Callable[[int], Any], capped: bool = False) 
     if found is None:
         out: list = []
         any_split = False
-        for origin, ls in pairs(config.threads):
-            parts = split(ls)
+        for origin, lexer_state in pairs(config.threads):
+            parts = split(lexer_state)
             if len(parts) == 1 or (capped and len(parts) > SPLIT_MAX):
-                out += (origin, ls)
+                out += (origin, lexer_state)
             else:
                 any_split = True
                 for one in parts:
                     out += (origin, one)
         if any_split:
             found = tuple(out)
-            untrack(found)  # as the threads (see Runtime.intern)
+            untrack(found)  # as the threads (see StateTable.intern)
         else:
             found = config.threads  # nothing split: the same object
         if capped:

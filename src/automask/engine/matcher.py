@@ -12,7 +12,7 @@ from automask.bitmask import row_index, writable_words
 from automask.budget import time_budget
 from automask.engine.compiled import CompiledGrammar
 from automask.engine.masks import Mask
-from automask.engine.state import Config
+from automask.engine.state import ParseState
 from automask.engine.tokens import prefix_rows
 from automask.errors import NoLegalContinuation, VocabularyError
 from automask.gc_pause import paused_gc
@@ -27,20 +27,16 @@ class Matcher:
     be used from two threads at once.
     """
 
-    __slots__ = ("compiled", "_history", "_terminated", "_runtime", "_tokens")
+    __slots__ = ("compiled", "_history", "_terminated", "_states", "_tokens")
 
     def __init__(self, compiled: CompiledGrammar):
         self.compiled = compiled
-        self._runtime = compiled.runtime
+        self._states = compiled.states
         self._tokens = compiled.vocab.tokens
-        self._history: list[Config] = [self._runtime.initial]
+        self._history: list[ParseState] = [self._states.initial]
         self._terminated: list[bool] = [False]
 
     # ---- state
-    @property
-    def config(self) -> Config:
-        return self._history[-1]
-
     def is_accepting(self) -> bool:
         """Whether the output so far is a complete string of the language."""
         return self._history[-1].accepting
@@ -57,7 +53,7 @@ class Matcher:
         """An independent copy (for beams, speculation)."""
         other = Matcher.__new__(Matcher)
         other.compiled = self.compiled
-        other._runtime = self._runtime
+        other._states = self._states
         other._tokens = self._tokens
         other._history = list(self._history)
         other._terminated = list(self._terminated)
@@ -92,8 +88,8 @@ class Matcher:
                 f"token id {token_id} is out of range [0, {self.compiled.vocab.size})")
         return token_id
 
-    def try_token(self, token_id: int) -> Config | None:
-        """The configuration after ``token_id``, or None if it is not allowed (no change)."""
+    def _after(self, token_id: int) -> ParseState | None:
+        """The parse state after ``token_id``, or None if it is not allowed (no change)."""
         token_id = self._check_id(token_id)
         if self._terminated[-1]:
             return None
@@ -105,21 +101,21 @@ class Matcher:
         data = self._tokens[token_id]
         if not data:
             return None
-        after = self._runtime.memoized(config, data)  # the common case: no budget to set up
+        after = self._states.memoized(config, data)  # the common case: no budget to set up
         if after is None:
             after = self._advance(config, data, "accepting a token")
-        return None if after is self._runtime.dead else after
+        return None if after is self._states.dead else after
 
-    def _advance(self, config: Config, data: bytes, what: str) -> Config:
-        """:meth:`Runtime.advance` under the mask time limit, with the collector paused
+    def _advance(self, config: ParseState, data: bytes, what: str) -> ParseState:
+        """:meth:`StateTable.advance` under the mask time limit, with the collector paused
         as for a mask: it makes interned objects only, no garbage."""
         with paused_gc(), time_budget(self.compiled.limits.max_mask_seconds, what):
-            return self._runtime.advance(config, data)
+            return self._states.advance(config, data)
 
     def accept_token(self, token_id: int) -> bool:
         """Advance on an allowed token; return False (state unchanged) otherwise."""
         token_id = self._check_id(token_id)
-        after = self.try_token(token_id)
+        after = self._after(token_id)
         if after is None:
             return False
         self._history.append(after)
@@ -151,7 +147,7 @@ class Matcher:
         if self._terminated[-1]:
             return False
         after = self._advance(self._history[-1], data, "accepting bytes")
-        if after is self._runtime.dead:
+        if after is self._states.dead:
             return False
         self._history.append(after)
         self._terminated.append(False)
@@ -240,17 +236,17 @@ class Matcher:
     # ---- forcing
     def forced_bytes(self) -> bytes:
         """The bytes every continuation must start with (empty at a choice or an accept)."""
-        runtime = self._runtime
+        states = self._states
         config = self._history[-1]
         out = bytearray()
         limit = self.compiled.limits.max_forced_bytes
         while not config.accepting and len(out) < limit:
-            live = runtime.live_bytes(config)
+            live = states.live_bytes(config)
             if live == 0 or live & (live - 1):
                 break
             byte = live.bit_length() - 1
             out.append(byte)
-            config = runtime.step(config, byte)
+            config = states.step(config, byte)
         return bytes(out)
 
     def _last_is_final(self, tokens: list[int]) -> bool:
@@ -292,8 +288,8 @@ class Matcher:
             if data and getattr(vocab, "can_encode", False):
                 text = data.decode("utf-8", errors="ignore")
                 cut = len(text.encode("utf-8"))
-                ends_here = cut == len(data) and not probe._runtime.advance(
-                    probe.config, data).threads
+                ends_here = cut == len(data) and not probe._states.advance(
+                    probe._history[-1], data).threads
                 tokens = vocab.encode(text) if text else []
                 if not ends_here and tokens and not probe._last_is_final(tokens):
                     tokens = tokens[:-1]
@@ -310,3 +306,8 @@ class Matcher:
                 break
         return out
 
+
+def parse_state(matcher: Matcher) -> ParseState:
+    """The parse state ``matcher`` is in: engine-internal, for automask's own tools (the
+    explorer reads what the grammar expects next from it) and tests, not the public API."""
+    return matcher._history[-1]

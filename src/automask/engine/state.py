@@ -20,18 +20,18 @@ from automask.engine.lexer import LexerDFA
 from automask.gc_pause import untrack
 
 
-class Config:
+class ParseState:
     """An interned configuration; compare by identity.
 
     ``threads`` is flat, ``(set, lexer state, set, lexer state, ...)``: one
     tuple where a tuple of pairs would be one object per thread more for the
     garbage collector to walk, for as long as the configuration lives.
     Iterate it with :func:`pairs`. ``next`` memoizes transitions, byte string
-    to configuration uid (see :meth:`Runtime.advance`).
+    to configuration uid (see :meth:`StateTable.advance`).
     """
 
     __slots__ = ("uid", "threads", "accepting", "next", "live_bytes", "parts", "parts_capped")
-    # set by Runtime.intern, never by __init__
+    # set by StateTable.intern, never by __init__
     uid: int
     threads: tuple  # (EarleySet, lexer state, EarleySet, lexer state, ...)
     accepting: bool
@@ -41,8 +41,8 @@ class Config:
     parts_capped: tuple | None
 
     def __repr__(self) -> str:
-        ts = ", ".join(f"(set#{s.uid}, lex{ls})" for s, ls in pairs(self.threads))
-        return f"<Config #{self.uid} [{ts}]{' accepting' if self.accepting else ''}>"
+        ts = ", ".join(f"(set#{s.uid}, lex{lexer_state})" for s, lexer_state in pairs(self.threads))
+        return f"<ParseState #{self.uid} [{ts}]{' accepting' if self.accepting else ''}>"
 
     @property
     def dead(self) -> bool:
@@ -55,7 +55,7 @@ def pairs(flat: tuple) -> zip:
     return zip(it, it, strict=True)
 
 
-class Runtime:
+class StateTable:
     """Interns configurations and computes their byte transitions."""
 
     def __init__(self, lexer: LexerDFA, parser: Parser, max_configs: int = 20_000):
@@ -63,11 +63,11 @@ class Runtime:
         self.parser = parser
         self.ignore = frozenset(parser.ignore)
         self.max_configs = max_configs
-        self._configs: dict[tuple | bytes, Config] = {}
+        self._configs: dict[tuple | bytes, ParseState] = {}
         # Transition memos hold uids, not configurations: no configuration refers to
         # another, so none is in a reference cycle and the collector need not track them.
-        self._by_uid: dict[int, Config] = {}
-        self._after: dict[int, Config] = {}
+        self._by_uid: dict[int, ParseState] = {}
+        self._after: dict[int, ParseState] = {}
         self._lock = threading.Lock()
         self._uid = 0
         self.dead = self.intern((), False)
@@ -75,9 +75,9 @@ class Runtime:
         self.initial = self.intern(((init, init.lexer_start),) if init.lexemes else (),
                                    init.accepting)
 
-    def intern(self, threads: Any, accepting: bool) -> Config:
+    def intern(self, threads: Any, accepting: bool) -> ParseState:
         if len(threads) != 1:  # distinct threads in (set, lexer state) order, an int each
-            by_int = {s.uid << 32 | ls: (s, ls) for s, ls in threads}
+            by_int = {s.uid << 32 | lexer_state: (s, lexer_state) for s, lexer_state in threads}
             ints = sorted(by_int)
             threads = [by_int[i] for i in ints]
         key: tuple[bool, int, int] | bytes
@@ -94,7 +94,7 @@ class Runtime:
                 return c
             if len(self._configs) >= self.max_configs:
                 self.forget()
-            c = Config()
+            c = ParseState()
             c.uid = self._uid
             self._uid += 1
             c.threads = tuple(x for thread in threads for x in thread)
@@ -122,11 +122,11 @@ class Runtime:
         self._by_uid = {c.uid: c for c in self._configs.values()}
         self._after.clear()
 
-    def step(self, config: Config, byte: int) -> Config:
+    def step(self, config: ParseState, byte: int) -> ParseState:
         """The configuration after one more byte (``self.dead`` if none survives)."""
         return self.advance(config, bytes((byte,)))
 
-    def resolve(self, moved: list[tuple[EarleySet, int]]) -> Config:
+    def resolve(self, moved: list[tuple[EarleySet, int]]) -> ParseState:
         """The configuration of threads that have just reached the given lexer states."""
         threads, accepting = self._resolved(moved)
         return self.intern(threads, accepting) if threads or accepting else self.dead
@@ -141,17 +141,17 @@ class Runtime:
         lexer = self.lexer
         accepts = lexer.accepts
         if (not accepts[moved[0][1]] if len(moved) == 1
-                else not any(accepts[ls] for _, ls in moved)):
+                else not any(accepts[lexer_state] for _, lexer_state in moved)):
             # No lexeme can end here (most bytes): every thread goes on as it is, since a
             # live lexer state that does not accept can always continue.
             return moved, False
         threads: list[tuple[EarleySet, int]] = []
         completions: list[tuple[EarleySet, int]] = []
         accepting = False
-        for origin, ls in moved:
-            if lexer.can_continue(ls):
-                threads.append((origin, ls))
-            for lex in accepts[ls]:
+        for origin, lexer_state in moved:
+            if lexer.can_continue(lexer_state):
+                threads.append((origin, lexer_state))
+            for lex in accepts[lexer_state]:
                 if lex in self.ignore:
                     # ignored text belongs to no item: go on from the same set
                     threads.append((origin, origin.lexer_start))
@@ -165,17 +165,17 @@ class Runtime:
             accepting = accepting or new_set.accepting
         return threads, accepting
 
-    def after_thread(self, origin: EarleySet, ls: int) -> Config:
+    def after_thread(self, origin: EarleySet, lexer_state: int) -> ParseState:
         """:meth:`resolve` for one thread, memoized."""
-        key = (origin.uid << 32) | ls  # uids are never reused
+        key = (origin.uid << 32) | lexer_state  # uids are never reused
         found = self._after.get(key)
         if found is None:
             if len(self._after) >= self.max_configs:
                 self._after.clear()
-            found = self._after[key] = self.resolve([(origin, ls)])
+            found = self._after[key] = self.resolve([(origin, lexer_state)])
         return found
 
-    def advance(self, config: Config, data: bytes) -> Config:
+    def advance(self, config: ParseState, data: bytes) -> ParseState:
         """The configuration after ``data`` (``self.dead`` if nothing survives).
 
         Memoized per configuration and byte string, and only the configuration
@@ -192,14 +192,14 @@ class Runtime:
         while i < n:
             if len(threads) == 1:
                 # One thread (most steps): the lexer alone moves until a lexeme may end.
-                origin, ls = threads[0]
-                ls, i = walk_to_end(ls, data, i)
-                moved = [(origin, ls)] if ls != LEX_DEAD else []
+                origin, lexer_state = threads[0]
+                lexer_state, i = walk_to_end(lexer_state, data, i)
+                moved = [(origin, lexer_state)] if lexer_state != LEX_DEAD else []
             else:
                 byte = data[i]
                 i += 1
-                moved = [(origin, ls2) for origin, ls in threads
-                         if (ls2 := step(ls, byte)) != LEX_DEAD]
+                moved = [(origin, reached) for origin, lexer_state in threads
+                         if (reached := step(lexer_state, byte)) != LEX_DEAD]
             threads, accepting = self._resolved(moved)
             if len(threads) > 1:
                 threads = list(dict.fromkeys(threads))
@@ -211,18 +211,18 @@ class Runtime:
         config.next[data] = found.uid
         return found
 
-    def memoized(self, config: Config, data: bytes) -> Config | None:
+    def memoized(self, config: ParseState, data: bytes) -> ParseState | None:
         """:meth:`advance` if it is already memoized, else None (no work at all; also
         None for a memo naming a configuration :meth:`forget` has dropped since)."""
         uid = None if config.next is None else config.next.get(data)
         return None if uid is None else self._by_uid.get(uid)
 
-    def live_bytes(self, config: Config) -> int:
+    def live_bytes(self, config: ParseState) -> int:
         """Bitmask of the bytes that keep ``config`` alive."""
         live = config.live_bytes
         if live < 0:
             live = 0
-            for ls in config.threads[1::2]:
-                live |= self.lexer.live_mask(ls)
+            for lexer_state in config.threads[1::2]:
+                live |= self.lexer.live_mask(lexer_state)
             config.live_bytes = live
         return live

@@ -2,7 +2,7 @@
 
 Why: a mask is a set of tens of thousands of bits; a person wants a sentence.
 The explanation is read from the compiled grammar's byte-level automaton (the
-:class:`~automask.engine.state.Runtime` the mask itself comes from), so it
+:class:`~automask.engine.state.StateTable` the mask itself comes from), so it
 cannot disagree with the mask: the bytes that keep the current configuration
 alive are grouped into classes a person names ("a digit", "any character
 but `\"`"), a lone byte is followed as far as the grammar forces it (so a
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from automask.budget import time_budget
-from automask.engine.matcher import Matcher
+from automask.engine.matcher import Matcher, parse_state
 from automask.errors import LimitExceeded
 from automask.explore.text import byte_name, visible
 
@@ -46,23 +46,23 @@ class Expectation:
                 "accepting": self.accepting, "summary": self.summary}
 
 
-def _live(runtime: Any, config: Any) -> list[int]:
+def _live(states: Any, config: Any) -> list[int]:
     """The bytes after which ``config`` is not dead (the lexer's live set, confirmed by a step:
     a lexeme the lexer would continue may still be one the parser cannot take)."""
-    mask = runtime.live_bytes(config)
-    return [b for b in range(256) if mask >> b & 1 and not runtime.step(config, b).dead]
+    mask = states.live_bytes(config)
+    return [b for b in range(256) if mask >> b & 1 and not states.step(config, b).dead]
 
 
-def _literal(runtime: Any, config: Any, first: int) -> str:
+def _literal(states: Any, config: Any, first: int) -> str:
     """The text forced after ``first``: bytes follow while exactly one may come next."""
     data = bytearray([first])
-    config = runtime.step(config, first)
+    config = states.step(config, first)
     while len(data) < MAX_LITERAL and not config.accepting:
-        nxt = _live(runtime, config)
+        nxt = _live(states, config)
         if len(nxt) != 1:
             break
         data.append(nxt[0])
-        config = runtime.step(config, nxt[0])
+        config = states.step(config, nxt[0])
     text = visible(bytes(data))
     return text + "…" if len(data) >= MAX_LITERAL else text
 
@@ -110,19 +110,19 @@ def expectation(matcher: Matcher) -> Expectation:
     """What the grammar lets the output continue with, from ``matcher``'s state."""
     if matcher.is_terminated():
         return Expectation(accepting=True, summary="nothing: the output has ended")
-    return expectation_at(matcher.compiled, matcher.config)
+    return expectation_at(matcher.compiled, parse_state(matcher))
 
 
 def expectation_at(compiled: Any, config: Any) -> Expectation:
     """:func:`expectation` at any configuration of ``compiled``'s automaton."""
-    runtime = compiled.runtime
+    states = compiled.states
     out = Expectation(accepting=bool(config.accepting))
     try:
         with time_budget(compiled.limits.max_mask_seconds and EXPLAIN_SECONDS,
                          "describing what the grammar expects"):
-            live = _live(runtime, config)
+            live = _live(states, config)
             if len(live) <= MAX_BRANCHES:
-                out.literals = [_literal(runtime, config, b) for b in live]
+                out.literals = [_literal(states, config, b) for b in live]
             else:
                 out.classes = _classes(live)
     except LimitExceeded:
@@ -154,13 +154,13 @@ def why_masked(matcher: Matcher, token: int) -> str:
     if not data:
         return "the token has no bytes"
     try:
-        at = refused_at(compiled, matcher.config, data)
+        at = refused_at(compiled, parse_state(matcher), data)
         if at is None:
             return ("every byte fits the grammar, but the text it would leave cannot be "
                     "completed with this vocabulary (a dead end)")
-        config = matcher.config
+        config = parse_state(matcher)
         for byte in data[:at]:
-            config = compiled.runtime.step(config, byte)
+            config = compiled.states.step(config, byte)
         expected = expectation_at(compiled, config).summary
     except LimitExceeded:
         return "masked (explaining it would take longer than the time limit)"
@@ -172,11 +172,11 @@ def why_masked(matcher: Matcher, token: int) -> str:
 def refused_at(compiled: Any, config: Any, data: bytes) -> int | None:
     """Index of the first byte of ``data`` the grammar refuses after ``config`` (None: all
     fit). Where an output leaves the language, to the byte."""
-    runtime = compiled.runtime
+    states = compiled.states
     with time_budget(compiled.limits.max_mask_seconds and EXPLAIN_SECONDS,
                      "finding where a token leaves the language"):
         for k, byte in enumerate(data):
-            config = runtime.step(config, byte)
+            config = states.step(config, byte)
             if config.dead:
                 return k
     return None

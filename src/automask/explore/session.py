@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from automask.bitmask import allocate_bitmask
-from automask.engine.matcher import Matcher
+from automask.engine.matcher import Matcher, parse_state
 from automask.errors import AutomaskError, LimitExceeded, NoLegalContinuation
 from automask.explore.constraint import CompileProblem, Constraint, compile_constraint
 from automask.explore.cursor import ModelCursor
@@ -559,7 +559,7 @@ class Explorer:
             view.why = why_masked(self.matcher, token)
             self.left_at = view.index
             try:  # every byte fitting (a dead end): it leaves after the whole token
-                refused = refused_at(self.compiled, self.matcher.config, data)
+                refused = refused_at(self.compiled, parse_state(self.matcher), data)
             except LimitExceeded:
                 refused = 0
             k = view.break_byte = 0 if view.eos else len(data) if refused is None else refused
