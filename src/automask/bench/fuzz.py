@@ -268,7 +268,7 @@ def run_case(case: Case, vocab: Any, limits: Any, rng: random.Random) -> None:
     from automask.errors import EmptyLanguage
     from automask.grammar.ir import Grammar
 
-    build = {"regex": Grammar.from_regex, "json": Grammar.from_json_schema,
+    build: dict[str, Callable[[Any], Grammar]] = {"regex": Grammar.from_regex, "json": Grammar.from_json_schema,
              "gbnf": Grammar.from_gbnf, "choices": Grammar.from_choices}[case.kind]
     try:
         grammar = build(case.value)

@@ -201,26 +201,34 @@ class Grammar:
         return _front_end("after_reasoning")(inner, begin=begin, end=end, required=required)
 
     @classmethod
-    def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
+    def from_json_schema(cls, schema: Any, *, whitespace: str | int = "flexible",
+                         strict: bool = False, lenient: bool = False, max_whitespace: int = 24,
+                         max_rules: int = 20_000,
+                         max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:
         """JSON texts valid under a JSON Schema (dict, bool, or JSON text as str or bytes).
 
         The schema must be a JSON document (no cycles, string keys, JSON values,
         no lone surrogates, at most 256 levels deep): anything else is a typed
         error at its JSON pointer (see :mod:`automask.schema.document`).
 
-        Options: ``whitespace`` ("flexible", "compact" or an indent),
-        ``strict`` (absent additionalProperties means false, and ``time`` /
-        ``date-time`` have no leap second ``:60``), ``lenient``
-        (warn about and ignore unsupported keywords instead of raising),
-        ``max_whitespace``, ``max_rules``, ``max_seconds`` (CPU-time limit,
-        default 2; None: none; past it :class:`LimitExceeded`). See
-        :mod:`automask.schema.compiler`.
+        ``whitespace``: "flexible" (any JSON whitespace between tokens, at most
+        ``max_whitespace`` characters in a row), "compact" (none) or an indent
+        width (``json.dumps(indent=n)`` layout). ``strict``: an absent
+        ``additionalProperties`` means false (as OpenAI's strict mode reads it),
+        and ``time`` / ``date-time`` have no leap second ``:60``. ``lenient``:
+        warn about and ignore unsupported keywords instead of raising
+        :class:`UnsupportedFeature`. ``max_rules``: grammar rules the schema may
+        need; ``max_seconds``: CPU-time limit (None: none). Past either,
+        :class:`LimitExceeded`. See :mod:`automask.schema.compiler`.
         """
-        return _front_end("json_schema")(schema, **options)
+        return _front_end("json_schema")(
+            schema, whitespace=whitespace, strict=strict, lenient=lenient,
+            max_whitespace=max_whitespace, max_rules=max_rules, max_seconds=max_seconds)
 
     @classmethod
     def from_pydantic(cls, model: Any, **options: Any) -> Grammar:
-        """JSON texts valid for a pydantic model class (its ``model_json_schema()``)."""
+        """JSON texts valid for a pydantic model class (its ``model_json_schema()``);
+        ``options`` as for :meth:`from_json_schema`."""
         schema_of = getattr(model, "model_json_schema", None)
         if schema_of is None:
             raise TypeError("from_pydantic takes a pydantic v2 model class")
