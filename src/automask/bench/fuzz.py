@@ -268,8 +268,10 @@ def run_case(case: Case, vocab: Any, limits: Any, rng: random.Random) -> None:
     from automask.errors import EmptyLanguage
     from automask.grammar.ir import Grammar
 
-    build: dict[str, Callable[[Any], Grammar]] = {"regex": Grammar.from_regex, "json": Grammar.from_json_schema,
-             "gbnf": Grammar.from_gbnf, "choices": Grammar.from_choices}[case.kind]
+    builders: dict[str, Callable[[Any], Grammar]] = {
+        "regex": Grammar.from_regex, "json": Grammar.from_json_schema,
+        "gbnf": Grammar.from_gbnf, "choices": Grammar.from_choices}
+    build = builders[case.kind]
     try:
         grammar = build(case.value)
         compiled = compile_grammar(grammar, vocab, limits=limits)
