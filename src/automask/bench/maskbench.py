@@ -1,4 +1,4 @@
-"""MaskBench: JSON Schema compliance and speed, per the protocol in ../shared/data/README.md.
+"""MaskBench: JSON Schema compliance and speed, by MaskBench's protocol (stated here).
 
 For each schema: compile once (TTFM = parse + compile + the first mask); for
 each test instance, serialize with ``json.dumps(data, ensure_ascii=False)``,
