@@ -7,7 +7,7 @@ real Llama-3.1 one, with escapes, multi-byte characters and both bounds.
 """
 
 import pytest
-from mask_walks import assert_same_masks, masks_along
+from support.walks import assert_same_masks, masks_along
 
 from automask.engine import counted, masks
 from automask.engine.compiled import root_tokens

@@ -9,7 +9,7 @@ empty name, escapes and multi-byte characters.
 
 import numpy as np
 import pytest
-from mask_walks import assert_same_masks, masks_along
+from support.walks import assert_same_masks, masks_along
 
 from automask.engine import excluded, masks
 from automask.engine.tokens import scan

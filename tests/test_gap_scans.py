@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from mask_walks import assert_same_masks, masks_along
+from support.walks import assert_same_masks, masks_along
 
 from automask import Grammar, Matcher, compile
 from automask.engine import gaps, masks

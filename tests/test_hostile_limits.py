@@ -288,7 +288,7 @@ def test_counted_arrays_accept_exactly_their_counts(tiny_bpe_vocab, lo, hi):
 
 def test_counted_form_masks_like_the_unrolled_one(tiny_bpe_vocab, monkeypatch):
     """Every mask along an instance is the same whether a count is written out or counted."""
-    from mask_walks import assert_same_masks, masks_along
+    from support.walks import assert_same_masks, masks_along
 
     schema = {"type": "array", "minItems": 3, "maxItems": 90,
               "items": {"type": "object", "properties": {"a": {"type": "integer"}}}}

@@ -698,7 +698,7 @@ def test_a_date_time_with_a_pattern_needing_an_upper_case_t_is_decided_without_a
     on ``t`` the format goes on but the (unanchored) pattern needs a ``T`` that the rest
     of a date-time never holds. Proving that by search took thousands of states (one
     mask of 2 s); under a small search budget the walk now completes."""
-    from mask_walks import masks_along
+    from support.walks import masks_along
 
     monkeypatch.setattr(rx, "MAX_LIVENESS_STATES", 300)
     schema = {"type": "string", "format": "date-time",

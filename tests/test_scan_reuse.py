@@ -7,7 +7,7 @@ turned off and the per-vocabulary scan cache emptied.
 """
 
 import pytest
-from mask_walks import assert_same_masks, masks_along
+from support.walks import assert_same_masks, masks_along
 
 from automask.engine import masks
 

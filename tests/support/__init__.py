@@ -1,0 +1,8 @@
+"""What the tests share, and nothing else: no test module imports another one.
+
+* :mod:`support.walks`: the masks met along JSON instances, to compare two ways of
+  computing them.
+
+``pyproject.toml`` puts ``tests/`` on ``sys.path`` (``pythonpath``), so a test writes
+``from support.walks import masks_along``.
+"""
