@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 import pytest
-from grammar_reference import Recognizer
+from support.oracle import Recognizer
 
 import automask
 from automask import (

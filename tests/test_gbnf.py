@@ -6,7 +6,7 @@ import random
 import re
 
 import pytest
-from grammar_reference import Recognizer
+from support.oracle import Recognizer
 
 from automask import Grammar, GrammarError, UnsupportedFeature
 from automask.grammar.gbnf import parse_gbnf

@@ -303,7 +303,7 @@ def test_counted_repetition_in_grammars():
     """GBNF counts over a recursive (non-regular) item are counted rules too."""
     g = Grammar.from_gbnf('root ::= x{1000000000,}\nx ::= "(" y ")"\ny ::= x | "a"')
     assert len(g.productions) < 200
-    from grammar_reference import Recognizer
+    from support.oracle import Recognizer
 
     g = Grammar.from_gbnf('root ::= x{70,130}\nx ::= "(" y ")"\ny ::= x | "a"')
     rec = Recognizer(g)
@@ -414,7 +414,7 @@ _ANY = set(_INSTANCES)
 
 
 def _language(schema) -> set[str]:
-    from grammar_reference import Recognizer
+    from support.oracle import Recognizer
 
     rec = Recognizer(Grammar.from_json_schema(schema, whitespace="compact"))
     return {text for text in _INSTANCES if rec.accepts(text)}
@@ -513,7 +513,7 @@ def test_mutual_self_references_match_the_greatest_fixpoint():
     """Random definitions that refer to each other in place (anyOf, allOf, one-branch
     oneOf, $ref) and through items: the compiled language at each definition is the
     greatest fixpoint, computed by iteration from "everything" on a closed set of values."""
-    from grammar_reference import Recognizer
+    from support.oracle import Recognizer
 
     rng = random.Random(29)
     for _ in range(40):

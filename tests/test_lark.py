@@ -2,7 +2,7 @@
 
 The reference is Lark's Earley parser with ``lexer="dynamic_complete"``: for each
 grammar, hand-written strings and random byte mutations of them must be accepted
-by :mod:`grammar_reference` over ``parse_lark(...)`` exactly when Lark parses them.
+by :mod:`support.oracle` over ``parse_lark(...)`` exactly when Lark parses them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from grammar_reference import Recognizer
+from support.oracle import Recognizer
 
 from automask import Grammar, GrammarError, UnsupportedFeature
 from automask.grammar.lark import parse_lark

@@ -3,7 +3,7 @@
 The reference is a plain segment parser written here from the documented
 semantics, not from the construction: scan the free text for the first
 trigger to end, check the tag that begins there, its content (with
-:mod:`grammar_reference` over the content grammar alone) up to an occurrence
+:mod:`support.oracle` over the content grammar alone) up to an occurrence
 of its end, and go on after it. Against it:
 
 * texts built from the markers' own pieces are accepted by the built grammar
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from grammar_reference import Recognizer
+from support.oracle import Recognizer
 
 from automask import (
     Grammar,

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from grammar_reference import Recognizer
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.oracle import Recognizer
 
 import automask
 from automask import Grammar, Matcher, Vocabulary
