@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_engine import PrefixOracle, oracle_allowed
+from support.oracle import Recognizer, oracle_allowed
 
 import automask
 from automask import Grammar, Matcher, Vocabulary
@@ -196,7 +196,7 @@ def test_llama_start_mask(shared_data, json_gbnf):
     assert allowed
     assert all(vocab.tokens[t].startswith(b"{") for t in allowed)
     assert vocab.encode("{") and vocab.encode("{")[0] in allowed
-    oracle = PrefixOracle(json_gbnf)
+    oracle = Recognizer(json_gbnf)
     assert allowed == oracle_allowed(oracle, oracle.initial, vocab)
     for prefix in ['{"key": ', '{"key": 12', '{"key": [true, ', '{"a": {"b": null}']:
         m = Matcher(compiled)

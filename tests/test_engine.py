@@ -2,11 +2,11 @@
 
 Two oracles keep these tests honest:
 
-* :class:`PrefixOracle`, a slow byte-level Earley recognizer over the grammar IR
-  written here, decides whether a byte string is a *viable prefix* of the
-  language (some continuation completes it) and whether it is a sentence. A
-  token is allowed exactly when the output plus its bytes is a viable prefix,
-  and EOS exactly when the output is a sentence.
+* :class:`support.oracle.Recognizer`, a slow byte-level Earley recognizer over the
+  grammar IR, decides whether a byte string is a *viable prefix* of the language
+  (some continuation completes it) and whether it is a sentence. A token is
+  allowed exactly when the output plus its bytes is a viable prefix, and EOS
+  exactly when the output is a sentence.
 * ``Matcher.fork().accept_token(t)``: the mask (computed by vectorized scans and
   cached parser steps) must agree with acceptance (a byte walk) on every id.
 """
@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 import pytest
-from support.oracle import Recognizer
+from support.oracle import Recognizer, oracle_allowed, ordinary_ids
 
 import automask
 from automask import (
@@ -30,157 +30,8 @@ from automask import (
     Vocabulary,
     VocabularyError,
 )
-from automask.regex import nodes as rx
 
-# --------------------------------------------------------------------------- oracles
-
-
-class PrefixOracle:
-    """Earley over bytes for a :class:`Grammar`, one byte at a time, with persistent states.
-
-    A state is ``(chart, scans)``: ``chart[i]`` is the closed item set at byte
-    position ``i`` with its ``waiting`` index (items expecting a nonterminal),
-    and ``scans`` are the lexemes in progress, as regex derivatives. A lexeme
-    scan ending at ``j`` advances its item into set ``j``; an ignored lexeme
-    that started at ``i`` and ends at ``j`` copies set ``i`` into set ``j``
-    (ignored text belongs to no item). States are never mutated, so one state
-    can be extended by many different tokens (a walk over the token trie).
-    """
-
-    def __init__(self, grammar: Grammar):
-        self.grammar = grammar
-        self.rules = {lhs: [tuple(r) for r in alts] for lhs, alts in grammar.rules.items()}
-        self.start = grammar.start
-        self.lexemes = grammar.lexemes
-        self.ignore = tuple(grammar.ignore)
-        nullable: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for lhs, alts in self.rules.items():
-                if lhs not in nullable and any(
-                        all(isinstance(s, str) and s in nullable for s in r) for r in alts):
-                    nullable.add(lhs)
-                    changed = True
-        self.nullable = nullable
-        kernel = [(self.start, a, 0, 0) for a in range(len(self.rules[self.start]))]
-        self.initial = self._close((), kernel, frozenset())
-
-    def _close(self, chart: tuple, kernel: list, scans: frozenset) -> tuple:
-        j = len(chart)
-        rules, nullable = self.rules, self.nullable
-        items: set = set()
-        agenda: list = []
-        waiting: dict[str, list] = {}
-        new_scans = set(scans)
-
-        def add(item):
-            if item not in items:
-                items.add(item)
-                agenda.append(item)
-
-        for item in kernel:
-            add(item)
-        while agenda:
-            item = agenda.pop()
-            lhs, a, dot, origin = item
-            rhs = rules[lhs][a]
-            if dot == len(rhs):
-                if origin != j:  # empty derivations are covered by nullable prediction
-                    for w in chart[origin][1].get(lhs, ()):
-                        add((w[0], w[1], w[2] + 1, w[3]))
-                continue
-            sym = rhs[dot]
-            if isinstance(sym, str):
-                waiting.setdefault(sym, []).append(item)
-                for b in range(len(rules[sym])):
-                    add((sym, b, 0, j))
-                if sym in nullable:
-                    add((lhs, a, dot + 1, origin))
-                # items already complete here (only empty ones) were handled via nullable
-            else:
-                new_scans.add(("lex", (lhs, a, dot + 1, origin), self.lexemes[sym]))
-        if items:
-            for k in self.ignore:
-                new_scans.add(("ign", j, self.lexemes[k]))
-        return (chart + ((frozenset(items), waiting),), frozenset(new_scans))
-
-    def step(self, state: tuple, byte: int) -> tuple | None:
-        """The state after one more byte, or None when no parse survives."""
-        chart, scans = state
-        kernel: list = []
-        alive = set()
-        for kind, payload, node in scans:
-            d = rx.derive(node, byte)
-            if d is rx.EMPTY:
-                continue
-            if d is not rx.EPS:
-                alive.add((kind, payload, d))
-            if d.nullable:
-                if kind == "lex":
-                    kernel.append(payload)
-                else:
-                    kernel.extend(chart[payload][0])
-        if not kernel and not alive:
-            return None
-        return self._close(chart, kernel, frozenset(alive))
-
-    def feed(self, data: bytes, state: tuple | None = None) -> tuple | None:
-        state = self.initial if state is None else state
-        for byte in data:
-            state = self.step(state, byte)
-            if state is None:
-                return None
-        return state
-
-    def accepting(self, state: tuple | None) -> bool:
-        if state is None:
-            return False
-        rules = self.rules
-        return any(lhs == self.start and origin == 0 and dot == len(rules[lhs][a])
-                   for lhs, a, dot, origin in state[0][-1][0])
-
-
-_TRIES: dict[int, tuple] = {}
-
-
-def ordinary_ids(vocab: Vocabulary) -> list[int]:
-    """Ids that may ever be allowed as text: non-empty, not special, not EOS."""
-    excluded = set(vocab.special_ids) | set(vocab.eos_token_ids)
-    return [t for t, b in enumerate(vocab.tokens) if b and t not in excluded]
-
-
-def token_trie(vocab: Vocabulary) -> dict:
-    """A byte trie of the ordinary tokens: ``{byte: child}``, ids ending at a node under -1."""
-    found = _TRIES.get(id(vocab))
-    if found is not None and found[0] is vocab:
-        return found[1]
-    root: dict = {}
-    for t in ordinary_ids(vocab):
-        node = root
-        for byte in vocab.tokens[t]:
-            node = node.setdefault(byte, {})
-        node.setdefault(-1, []).append(t)
-    _TRIES[id(vocab)] = (vocab, root)
-    return root
-
-
-def oracle_allowed(oracle: PrefixOracle, state: tuple, vocab: Vocabulary) -> set[int]:
-    """Every id the mask must allow after the output whose oracle state is ``state``."""
-    out: set[int] = set()
-    todo = [(token_trie(vocab), state)]
-    while todo:
-        node, st = todo.pop()
-        for key, child in node.items():
-            if key == -1:
-                out.update(child)
-                continue
-            nxt = oracle.step(st, key)
-            if nxt is not None:
-                todo.append((child, nxt))
-    if oracle.accepting(state):
-        out.update(vocab.eos_token_ids)
-    return out
+# --------------------------------------------------------------------------- utf-8
 
 
 def utf8_prefix_ok(data: bytes) -> bool:
@@ -332,7 +183,7 @@ def test_mask_agrees_with_acceptance_and_oracle(name, vocab):
     the allowed set equals the oracle's viable-prefix set exactly."""
     grammar = GRAMMARS[name]()
     compiled = automask.compile(grammar, vocab)
-    oracle = PrefixOracle(grammar)
+    oracle = Recognizer(grammar)
     rng = random.Random(f"{name}-{vocab.name}")
     for walk in range(3):
         m = Matcher(compiled)
@@ -708,7 +559,7 @@ def test_hard_grammars_byte_by_byte(name, alphabet, exhaustive):
     agree with the reference recognizer and the prefix oracle on many strings."""
     grammar = GRAMMARS[name]()
     rec = Recognizer(grammar)
-    oracle = PrefixOracle(grammar)
+    oracle = Recognizer(grammar)
     # Bytes only: a one-token-per-byte vocabulary exercises the scans byte by byte too.
     v = Vocabulary([b"<e>"] + [bytes([c]) for c in alphabet], special_ids=[0],
                    eos_token_ids=[0])
@@ -768,7 +619,7 @@ def test_masks_with_every_short_token(name, alphabet):
     tokens = [b"<e>"] + [s for s in all_strings(alphabet, 3) if s]
     v = Vocabulary(tokens, special_ids=[0], eos_token_ids=[0])
     compiled = automask.compile(grammar, v)
-    oracle = PrefixOracle(grammar)
+    oracle = Recognizer(grammar)
     rng = random.Random(name)
     crossing = 0
     for _ in range(6):

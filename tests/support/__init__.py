@@ -1,5 +1,7 @@
 """What the tests share, and nothing else: no test module imports another one.
 
+* :mod:`support.oracle`: the byte-level Earley oracle over the grammar IR (sentences and
+  viable prefixes), and the token ids it allows after an output.
 * :mod:`support.walks`: the masks met along JSON instances, to compare two ways of
   computing them.
 
