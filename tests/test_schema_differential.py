@@ -18,7 +18,7 @@ import random
 import warnings
 
 import pytest
-from test_schema_compiler import accepts_bytes, reference_accepts, reference_validator
+from support.schema_reference import accepts_bytes, reference_accepts, reference_validator
 
 import automask
 from automask import EmptyLanguage, Grammar, GrammarError, LimitExceeded

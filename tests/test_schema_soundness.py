@@ -1,6 +1,6 @@
 """JSON Schema soundness (random masked walks) and completeness (MaskBench instances).
 
-Soundness: for every schema of ``test_schema_compiler``'s keyword cases, a few
+Soundness: for every schema of the keyword cases (``support.schema_cases``), a few
 extra ones, and a deterministic sample of MaskBench schemas, random walks over
 the masks (``fill_bitmask``, tokens drawn with a seeded RNG, biased towards
 closing tokens and EOS so that walks end) must only ever reach accepting
@@ -29,12 +29,11 @@ from urllib.parse import unquote
 
 import numpy as np
 import pytest
-from test_schema_compiler import (
-    CASES,
+from support.schema_cases import CASES, TREE
+from support.schema_reference import (
     D4,
     D7,
     D2020,
-    TREE,
     accepts_tokens,
     dumps,
     reference_accepts,

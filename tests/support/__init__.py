@@ -4,6 +4,9 @@
   viable prefixes), and the token ids it allows after an output.
 * :mod:`support.walks`: the masks met along JSON instances, to compare two ways of
   computing them.
+* :mod:`support.schema_reference`: the ``jsonschema`` reference (numbers exact, formats
+  asserted) and our verdicts by tokens and by bytes; :mod:`support.schema_cases`: the
+  keyword cases checked against it.
 
 ``pyproject.toml`` puts ``tests/`` on ``sys.path`` (``pythonpath``), so a test writes
 ``from support.walks import masks_along``.
