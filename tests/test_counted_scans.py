@@ -7,9 +7,10 @@ real Llama-3.1 one, with escapes, multi-byte characters and both bounds.
 """
 
 import pytest
+from support.shortcuts import shortcuts_forced, shortcuts_off, watch_shortcut
 from support.walks import assert_same_masks, masks_along
 
-from automask.engine import counted, masks
+from automask.engine import counted
 from automask.engine.compiled import root_tokens
 from automask.regex import nodes as rx
 from automask.regex import utf8
@@ -107,17 +108,16 @@ def test_body_counts_llama(llama):
 
 def _same_masks_both_ways(vocab, monkeypatch):
     used = []
-    real = masks.MaskComputer._bounded_scan
 
-    def spy(self, *args):
+    def spy(real, self, *args):
         used.append(1)
         return real(self, *args)
 
-    monkeypatch.setattr(masks.MaskComputer, "_bounded_scan", spy)
-    monkeypatch.setattr(masks, "MAX_UNSURE_ROWS", 1 << 30)  # check every row near a bound
+    watch_shortcut(monkeypatch, "counted", spy)
+    shortcuts_forced(monkeypatch, "counted")  # check every row near a bound
     derived = masks_along(vocab, SCHEMA, INSTANCES)
     assert len(used) >= 10
-    monkeypatch.setattr(counted, "bounded_body", lambda node: None)
+    shortcuts_off(monkeypatch, "counted")
     assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES))
 
 

@@ -9,9 +9,10 @@ empty name, escapes and multi-byte characters.
 
 import numpy as np
 import pytest
+from support.shortcuts import shortcuts_off, watch_shortcut
 from support.walks import assert_same_masks, masks_along
 
-from automask.engine import excluded, masks
+from automask.engine import excluded
 from automask.engine.tokens import scan
 from automask.regex import nodes as rx
 from automask.regex import utf8
@@ -56,9 +57,8 @@ def test_except_bodies_are_recognized():
 
 def _same_masks_both_ways(vocab, monkeypatch):
     used = []
-    real = masks.MaskComputer._except_scan
 
-    def checked(self, lex, state, body, finish):
+    def checked(real, self, lex, state, body, finish):
         """The derived scan, compared with a walk of the except-state itself."""
         part, crossing, own = real(self, lex, state, body, finish)
         inside, walked = scan(self.root, self.runtime.lexer, state)
@@ -67,10 +67,10 @@ def _same_masks_both_ways(vocab, monkeypatch):
         used.append(body.prefix)
         return part, crossing, own
 
-    monkeypatch.setattr(masks.MaskComputer, "_except_scan", checked)
+    watch_shortcut(monkeypatch, "excluded", checked)
     derived = masks_along(vocab, SCHEMA, INSTANCES)
     assert len(used) >= 5 and b'"' in used and b"" in used  # keys' starts and their rests
-    monkeypatch.setattr(excluded, "except_body", lambda node: None)
+    shortcuts_off(monkeypatch, "excluded")
     assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES))
 
 

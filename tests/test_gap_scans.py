@@ -13,10 +13,11 @@ import json
 
 import numpy as np
 import pytest
+from support.shortcuts import shortcuts_off, watch_shortcut
 from support.walks import assert_same_masks, masks_along
 
 from automask import Grammar, Matcher, compile
-from automask.engine import gaps, masks
+from automask.engine import gaps
 from automask.engine.compiled import root_tokens
 from automask.engine.tokens import prune_crossing, scan
 from automask.regex import nodes as rx
@@ -81,9 +82,8 @@ def _same_masks_both_ways(vocab, monkeypatch, indent):
     """Every gap scan against a walk of its own state, then every mask against the
     masks of plain walks."""
     used = []
-    real = masks.MaskComputer._gap_scan
 
-    def checked(self, lex, gap, finish, follow):
+    def checked(real, self, lex, gap, finish, follow):
         part, crossing = real(self, lex, gap, finish, follow)
         lexer = self.runtime.lexer
         state = lexer.single(lex, rx.concat(rx.repeat(rx.byte_set(gap.bits), 0, gap.most
@@ -96,10 +96,10 @@ def _same_masks_both_ways(vocab, monkeypatch, indent):
         used.append(rx.forced_prefix(gap.rest)[:1])
         return part, crossing
 
-    monkeypatch.setattr(masks.MaskComputer, "_gap_scan", checked)
+    watch_shortcut(monkeypatch, "gap", checked)
     derived = masks_along(vocab, SCHEMA, INSTANCES, indent)
     assert {b'"', b"{", b"["} <= set(used) and {b"}", b"]"} & set(used)  # keys, values, closers
-    monkeypatch.setattr(gaps, "leading_gap", lambda node: None)
+    shortcuts_off(monkeypatch, "gap")
     assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES, indent))
 
 

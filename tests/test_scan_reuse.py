@@ -7,9 +7,8 @@ turned off and the per-vocabulary scan cache emptied.
 """
 
 import pytest
+from support.shortcuts import shortcuts_off, watch_shortcut
 from support.walks import assert_same_masks, masks_along
-
-from automask.engine import masks
 
 pytestmark = pytest.mark.data
 
@@ -36,16 +35,15 @@ INSTANCES = [
 
 def test_borrowed_scans_give_the_same_masks(llama, monkeypatch):
     borrowed = []
-    real_reuse = masks.MaskComputer._reuse
 
-    def spy(self, state, finish):
-        found = real_reuse(self, state, finish)
+    def spy(real, self, state, finish):
+        found = real(self, state, finish)
         borrowed.append(found is not None)
         return found
 
-    monkeypatch.setattr(masks.MaskComputer, "_reuse", spy)
+    watch_shortcut(monkeypatch, "reuse", spy)
     with_reuse = masks_along(llama, SCHEMA, INSTANCES)
     assert sum(borrowed) >= 3  # inside keys and patterns
 
-    monkeypatch.setattr(masks, "REUSE_MIN_ROWS", 10**9)
+    shortcuts_off(monkeypatch, "reuse")
     assert_same_masks(with_reuse, masks_along(llama, SCHEMA, INSTANCES))

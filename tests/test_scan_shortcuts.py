@@ -21,6 +21,7 @@ import json
 
 import numpy as np
 import pytest
+from support.shortcuts import shortcuts_off
 
 from automask import Vocabulary
 from automask.engine.compiled import root_tokens
@@ -207,13 +208,11 @@ def _text_nodes() -> list[rx.Node]:
 
 
 def _both_walks(vocab: Vocabulary, node: rx.Node, monkeypatch) -> None:
-    from automask.engine import tokens
-
     root = root_tokens(vocab)
     lexer = LexerDFA((node,))
     state = lexer.single(0, node)
     inside_a, crossing_a = scan(root, lexer, state)
-    monkeypatch.setattr(tokens, "DENSE_SHARE", 10**9)  # never whole levels
+    shortcuts_off(monkeypatch, "dense")  # never whole levels
     inside_b, crossing_b = scan(root, lexer, state)
     monkeypatch.undo()
     assert np.array_equal(inside_a, inside_b), rx.to_pattern(node)[:60]

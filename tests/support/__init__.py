@@ -7,6 +7,8 @@
 * :mod:`support.schema_reference`: the ``jsonschema`` reference (numbers exact, formats
   asserted) and our verdicts by tokens and by bytes; :mod:`support.schema_cases`: the
   keyword cases checked against it.
+* :mod:`support.shortcuts`: the engine's scan shortcuts switched off, forced or watched,
+  by name (the one place that monkeypatches the engine's private functions for them).
 
 ``pyproject.toml`` puts ``tests/`` on ``sys.path`` (``pythonpath``), so a test writes
 ``from support.walks import masks_along``.
