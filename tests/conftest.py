@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 from support.models import ON_TRANSFORMERS, default_model_missing
+from support.paths import SHARED_DATA
 
 # Property tests draw the same examples on every run (set HYPOTHESIS_PROFILE=random
 # to explore): a random draw once made Hypothesis's own regex strategy spin for
@@ -20,8 +21,6 @@ from support.models import ON_TRANSFORMERS, default_model_missing
 settings.register_profile("deterministic", derandomize=True, database=None)
 settings.register_profile("random")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # A few KB of varied text: prose, code, JSON, numbers, several scripts, whitespace runs.
 TRAINING_CORPUS: list[str] = [

@@ -9,17 +9,17 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from support.models import ON_TRANSFORMERS, default_model_missing
+from support.paths import REPO_ROOT
 
 from automask import Grammar
 from automask.cli import main
 from automask.generation import command, generate, models
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 PERSON = ROOT / "examples" / "person.schema.json"
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
           "required": ["n"]}

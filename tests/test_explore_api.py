@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 from support.models import default_model_missing
+from support.paths import REPO_ROOT
 
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")
@@ -26,7 +26,7 @@ from automask.explore.app import create_app, static_dir  # noqa: E402
 from automask.explore.examples import all_examples  # noqa: E402
 from automask.explore.session import Explorer  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 PERSON = (ROOT / "examples" / "person.schema.json").read_text()
 EMAIL = r"[a-z]{2,8}@(mail|web)\.(com|org)"
 

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 from support.models import default_model_missing
+from support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 ARTIFACTS = Path(os.environ.get("AUTOMASK_ARTIFACTS") or ROOT / "test-artifacts" / "explorer")
 REQUIRE = os.environ.get("AUTOMASK_REQUIRE_BROWSER") == "1"
 BROWSERS = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium-headless-shell")

@@ -12,17 +12,16 @@ import shutil
 import subprocess
 import uuid
 import warnings
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.paths import SHARED_DATA
 
 from automask.regex import nodes as rx
 from automask.schema.formats import FORMATS, format_node
 
-SUITE = (Path(__file__).resolve().parents[1].parent / "shared" / "data" / "json-schema-test-suite"
-         / "tests" / "draft2020-12" / "optional" / "format")
+SUITE = (SHARED_DATA / "json-schema-test-suite" / "tests" / "draft2020-12" / "optional" / "format")
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

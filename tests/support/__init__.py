@@ -10,6 +10,8 @@
 * :mod:`support.shortcuts`: the engine's scan shortcuts switched off, forced or watched,
   by name (the one place that monkeypatches the engine's private functions for them).
 * :mod:`support.models`: why the default model cannot run here (the skip reason), or None.
+* :mod:`support.paths`: the repository root and the shared data folder beside it (found
+  from this package, so a test file may sit at any depth).
 
 ``pyproject.toml`` puts ``tests/`` on ``sys.path`` (``pythonpath``), so a test writes
 ``from support.walks import masks_along``.
