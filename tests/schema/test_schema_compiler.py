@@ -1,0 +1,618 @@
+"""JSON Schema compiler, keyword by keyword, against the ``jsonschema`` package.
+
+For every supported keyword a schema and a list of instances (the cases are in
+:mod:`support.schema_cases`): each instance is serialized with
+``json.dumps(x, ensure_ascii=False)`` (properties in the schema's order), fed
+token by token under the two tiny tokenizers and byte by byte, and our verdict
+must equal the reference's (:mod:`support.schema_reference`). The reference is
+``jsonschema`` (Draft 2020-12, or Draft 7 / Draft 4 for their own forms) with
+the format checker on (``format`` is asserted here), reading numbers as
+``Decimal``: JSON numbers are decimal, and with floats ``jsonschema`` finds
+0.07 not a multiple of 0.01.
+
+Then the other promises of the compiler: :class:`UnsupportedFeature` with the
+keyword and its JSON pointer, ``lenient=True``, :class:`GrammarError` for
+malformed schemas, :class:`EmptyLanguage`, the whitespace options, ``strict``
+and ``from_pydantic``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from support.schema_cases import CASES, TREE, tree
+from support.schema_reference import (
+    D4,
+    D7,
+    accepts_bytes,
+    accepts_tokens,
+    dumps,
+    mismatches,
+    reference_accepts,
+    reference_validator,
+)
+
+import automask
+from automask import EmptyLanguage, Grammar, GrammarError, UnsupportedFeature
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+@pytest.fixture(params=["tiny-bpe", "tiny-spm"])
+def vocab(request):
+    return request.getfixturevalue("tiny_bpe_vocab" if request.param == "tiny-bpe"
+                                   else "tiny_spm_vocab")
+
+
+# --------------------------------------------------------------------------- keyword cases
+
+ALL_VALID = {"true"}
+
+
+@pytest.mark.parametrize("schema, instances, cls",
+                         [pytest.param(s, xs, c, id=name) for name, s, xs, c in CASES])
+def test_keyword_matches_reference(schema, instances, cls, vocab):
+    ref = reference_validator(schema, cls)
+    verdicts = {reference_accepts(ref, dumps(x)) for x in instances}
+    assert True in verdicts
+    assert False in verdicts or schema is True
+    assert mismatches(schema, instances, vocab, cls) == []
+
+
+def test_case_names_are_unique():
+    names = [c[0] for c in CASES]
+    assert len(names) == len(set(names))
+    assert ALL_VALID <= set(names)
+
+
+def test_deep_recursion_is_accepted(tiny_bpe_vocab):
+    """No depth limit: a tree 200 levels deep is accepted token by token."""
+    compiled = automask.compile(Grammar.from_json_schema(TREE), tiny_bpe_vocab)
+    deep = tree(200)
+    assert accepts_tokens(compiled, tiny_bpe_vocab, dumps(deep))
+    bad = tree(200, leaf=None)
+    assert not accepts_bytes(compiled, dumps(bad))
+
+
+def test_json_escapes_in_strings(tiny_bpe_vocab):
+    """Escaped spellings of the same text count as that text (pattern, length, const)."""
+    schema = {"type": "array", "prefixItems": [
+        {"type": "string", "maxLength": 1},
+        {"const": "a\"b"},
+        {"type": "string", "pattern": "^\\n$"},
+    ], "items": False}
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    ref = reference_validator(schema)
+    for text in [r'["\n", "a\"b", "\n"]', r'["\u000a", "a\u0022b", "\u000A"]',
+                 r'["\/", "a\"b", "\n"]', r'["\\", "a\u005cb", "\n"]',
+                 r'["ab", "a\"b", "\n"]', r'["\n", "ab", "\n"]', r'["\n", "a\"b", "n"]']:
+        want = reference_accepts(ref, text)
+        assert accepts_bytes(compiled, text) == want, text
+        assert accepts_tokens(compiled, tiny_bpe_vocab, text) == want, text
+
+
+# --------------------------------------------------------------------------- regressions, gaps
+
+def _anyof_behind_ref(kind: str):
+    inner = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    if kind == "ref":
+        return {"$defs": {"q": inner}, "$ref": "#/$defs/q"}
+    if kind == "allOf":
+        return {"allOf": [inner]}
+    if kind == "overlapping":
+        return {"$defs": {"q": {"anyOf": [{"type": "string", "maxLength": 3},
+                                          {"minimum": 0}]}},
+                "$ref": "#/$defs/q"}
+    if kind == "oneOf-ref-sibling":
+        return {"$defs": {"q": {"oneOf": [{"type": "string"}, {"type": "integer"}]}},
+                "$ref": "#/$defs/q", "maxLength": 3, "minimum": 0}
+    return {"type": "object", "properties": {"q": {"$ref": "#/$defs/q"}},
+            "required": ["q"], "$defs": {"q": inner}}
+
+
+@pytest.mark.parametrize("kind", ["ref", "allOf", "property-ref", "overlapping",
+                                  "oneOf-ref-sibling"])
+def test_anyof_behind_ref_or_allof(kind, tiny_bpe_vocab):
+    """Regression: an anyOf/oneOf reached through $ref or allOf compiled to EmptyLanguage
+    (distributing it re-expanded the other members' $ref and brought it back)."""
+    schema = _anyof_behind_ref(kind)
+    instances = ["a", 1, None, "abcd", -1, 2.5]
+    if kind == "property-ref":
+        instances = [{"q": x} for x in instances]
+    ref = reference_validator(schema)
+    assert {reference_accepts(ref, dumps(x)) for x in instances} == {True, False}
+    assert mismatches(schema, instances, tiny_bpe_vocab) == []
+
+
+@pytest.mark.parametrize("id_keyword", ["$id", "id"])
+def test_draft7_plain_name_id_fragment(id_keyword, tiny_bpe_vocab):
+    schema = {"definitions": {"a": {id_keyword: "#foo", "type": "integer"}},
+              "type": "array", "items": {"$ref": "#foo"}}
+    cls = D7 if id_keyword == "$id" else D4
+    assert mismatches(schema, [[1, 2], ["x"]], tiny_bpe_vocab, cls) == []
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "minProperties": 2, "additionalProperties": {"type": "integer"}},
+    {"type": "object", "propertyNames": {"enum": ["a", "b"]}, "minProperties": 3},
+], ids=["additionalProperties", "propertyNames-enum"])
+def test_minproperties_reached_by_extra_keys_is_unsupported(schema, tiny_bpe_vocab):
+    # Extra keys may repeat, and a repeated key counts once after json.loads: such a
+    # minProperties cannot be enforced soundly, so it raises (and lenient output is sound).
+    with pytest.raises(UnsupportedFeature, match="minProperties"):
+        Grammar.from_json_schema(schema)
+    with pytest.warns(UserWarning):
+        g = Grammar.from_json_schema(schema, lenient=True)
+    # lenient still enforces what it soundly can: at least one key.
+    m = automask.Matcher(automask.compile(g, tiny_bpe_vocab))
+    m.accept_bytes(b"{}")
+    assert not m.is_accepting()
+
+
+# Documented choices where we accept less than the reference (sound direction): integers
+# are written without fraction or exponent, non-integers without exponent when integers
+# are excluded, multiples without exponent.
+NARROWER = [
+    ({"type": "integer"}, ["5.0", "1e2", "-0.0"]),
+    ({"type": "number", "multipleOf": 7}, ["1.4e1"]),
+    ({"type": "number", "not": {"type": "integer"}}, ["1e-05", "1.5e0"]),
+]
+
+
+@pytest.mark.parametrize("schema, texts", NARROWER)
+def test_documented_narrowings(schema, texts, tiny_bpe_vocab):
+    """Pins the documented spellings; a text that becomes accepted belongs in CASES."""
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    ref = reference_validator(schema)
+    for text in texts:
+        assert reference_accepts(ref, text), text
+        assert not accepts_bytes(compiled, text), text
+
+
+# --------------------------------------------------------------------------- unsupported
+
+UNSUPPORTED = [
+    ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True,
+                                                "items": {"type": "string"}}}},
+     "uniqueItems", "#/properties/tags/uniqueItems"),
+    ({"if": {"type": "string", "format": "date"}, "then": {"minLength": 1}},
+     "format", "#/if/format"),
+    ({"type": "object", "properties": {"n": {"type": "object", "not": {
+        "unevaluatedProperties": False, "required": ["a"]}}}},
+     "unevaluatedProperties", "#/properties/n/not/unevaluatedProperties"),
+    ({"type": "array", "contains": {"type": "string"},
+      "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}, {"contains": True}]},
+     "contains", "#/allOf/2/contains"),
+    # a format's automaton leaves valid strings out: its complement would admit them
+    ({"type": "object", "not": {"propertyNames": {"format": "email"}}},
+     "propertyNames", "#/not/propertyNames"),
+    ({"$defs": {"s": {"type": "string", "format": "idn-email"}}, "$ref": "#/$defs/s"},
+     "format", "#/$defs/s/format"),
+    ({"type": "array", "contains": {"not": {"prefixItems": [True], "items": {"type": "string"}}}},
+     "items", "#/contains/not/items"),
+    ({"$ref": "https://example.com/other.json"}, "$ref", "#"),
+    ({"type": "array", "items": {"not": {"oneOf": [{"const": [1]}, {"type": "integer"}]}}},
+     "const", "#/items/not/oneOf/0/const"),
+    # the complement of a schema for the values of undeclared keys
+    ({"type": "object", "oneOf": [{"properties": {"a": {}}, "additionalProperties": False},
+                                  {"properties": {"b": {}},
+                                   "additionalProperties": {"type": "string"}}]},
+     "additionalProperties", "#/oneOf/1/additionalProperties"),
+]
+
+
+@pytest.mark.parametrize("schema, keyword, pointer", UNSUPPORTED,
+                         ids=[f"{k}@{p}" for _, k, p in UNSUPPORTED])
+def test_unsupported_feature_names_keyword_and_pointer(schema, keyword, pointer):
+    with pytest.raises(UnsupportedFeature) as info:
+        Grammar.from_json_schema(schema)
+    assert keyword in info.value.message
+    assert info.value.location == pointer
+    assert keyword in str(info.value) and pointer in str(info.value)
+
+
+def test_unsupported_features_stay_unsupported_when_inactive():
+    """Keywords whose value asks nothing compile (uniqueItems false, empty dependencies)."""
+    for schema in [{"type": "array", "uniqueItems": False},
+                   {"type": "object", "dependentRequired": {}},
+                   {"type": "object", "unevaluatedProperties": True},
+                   {"if": {"type": "string"}}]:
+        Grammar.from_json_schema(schema)
+
+
+@pytest.mark.parametrize("schema, keyword, _pointer", UNSUPPORTED[:4],
+                         ids=[k for _, k, _ in UNSUPPORTED[:4]])
+def test_lenient_warns_and_compiles(schema, keyword, _pointer):
+    with pytest.warns(UserWarning, match=keyword):
+        grammar = Grammar.from_json_schema(schema, lenient=True)
+    assert grammar.productions
+
+
+def test_lenient_anyof_under_unevaluated_is_stricter(tiny_bpe_vocab):
+    """Past 6 anyOf branches under unevaluatedProperties, lenient distributes one branch at
+    a time: the other branches' annotations are lost, which only rejects more."""
+    schema = {"type": "object", "unevaluatedProperties": False,
+              "anyOf": [{"properties": {f"k{i}": {"type": "integer"}}} for i in range(7)]}
+    with pytest.raises(UnsupportedFeature, match="anyOf"):
+        Grammar.from_json_schema(schema)
+    with pytest.warns(UserWarning, match="anyOf"):
+        compiled = automask.compile(Grammar.from_json_schema(schema, lenient=True),
+                                    tiny_bpe_vocab)
+    assert accepts_bytes(compiled, '{"k1": 1}')
+    assert not accepts_bytes(compiled, '{"k1": "x"}')
+    assert not accepts_bytes(compiled, '{"z": 1}')
+    assert not accepts_bytes(compiled, '{"k1": 1, "k2": 2}')  # valid, but lenient is stricter
+
+
+def test_lenient_ignores_only_the_unsupported_keyword(tiny_bpe_vocab):
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True,
+              "maxItems": 2}
+    with pytest.warns(UserWarning, match=r"uniqueItems.*#/uniqueItems"):
+        compiled = automask.compile(Grammar.from_json_schema(schema, lenient=True),
+                                    tiny_bpe_vocab)
+    assert accepts_bytes(compiled, "[1, 1]")      # uniqueItems ignored (the warning said so)
+    assert not accepts_bytes(compiled, "[1, 2, 3]")
+    assert not accepts_bytes(compiled, '["a"]')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Grammar.from_json_schema({"type": "array", "items": {"type": "integer"}}, lenient=True)
+
+
+# --------------------------------------------------------------------------- malformed
+
+MALFORMED = [
+    ({"type": 5}, "#/type"),
+    ({"type": "strin"}, "#/type"),
+    ({"type": ["string", 3]}, "#/type"),
+    ({"minLength": -1}, "#/minLength"),
+    ({"type": "string", "maxLength": 1.5}, "#/maxLength"),
+    ({"type": "array", "minItems": "2"}, "#/minItems"),
+    ({"type": "object", "maxProperties": -3}, "#/maxProperties"),
+    ("not json {", None),
+    ("[1, 2]", "#"),
+    (5, "#"),
+    ({"pattern": "("}, "#/pattern"),
+    ({"enum": 3}, "#/enum"),
+    ({"$ref": "#/$defs/missing"}, "#"),
+    ({"$ref": 5}, "#/$ref"),
+    ({"multipleOf": 0}, "#/multipleOf"),
+    ({"multipleOf": -2}, "#/multipleOf"),
+    ({"maximum": "10"}, "#/maximum"),
+    ({"type": "object", "properties": []}, "#/properties"),
+    ({"type": "object", "required": "a"}, "#/required"),
+    ({"anyOf": []}, "#/anyOf"),
+    ({"oneOf": {"type": "string"}}, "#/oneOf"),
+    ({"type": "array", "items": 5}, "#/items"),
+    ({"properties": {"a": "string"}}, "#/properties/a"),
+]
+
+
+@pytest.mark.parametrize("schema, location", MALFORMED, ids=[repr(s)[:40] for s, _ in MALFORMED])
+def test_malformed_schema_raises_grammar_error(schema, location):
+    with pytest.raises(GrammarError) as info:
+        Grammar.from_json_schema(schema)
+    assert not isinstance(info.value, (UnsupportedFeature, EmptyLanguage))
+    if location is not None:
+        assert info.value.location is not None
+        assert info.value.location.split()[0] == location
+    else:
+        assert "line 1" in str(info.value)
+
+
+@pytest.mark.parametrize("schema, location", [
+    ({"type": "integer", "minLength": -1}, "#/minLength"),
+    ({"type": "string", "minimum": "x"}, "#/minimum"),
+    ({"type": "null", "required": "a"}, "#/required"),
+    ({"type": "null", "required": [1]}, "#/required"),
+    ({"type": "string", "maxItems": 1.5}, "#/maxItems"),
+    ({"type": "string", "multipleOf": 0}, "#/multipleOf"),
+    ({"not": {"minLength": "2"}}, "#/not/minLength"),
+    ({"type": "integer", "properties": {"a": {"pattern": 5}}}, "#/properties/a/pattern"),
+    ({"if": {"type": "string"}, "then": {"maxContains": -1}}, "#/then/maxContains"),
+    ({"type": "object", "dependentRequired": {"a": "b"}}, "#/dependentRequired/a"),
+    ({"type": "object", "dependentSchemas": {"a": 5}}, "#/dependentSchemas/a"),
+])
+def test_malformed_keyword_of_an_excluded_type(schema, location):
+    with pytest.raises(GrammarError) as info:
+        Grammar.from_json_schema(schema)
+    assert not isinstance(info.value, UnsupportedFeature)
+    assert info.value.location.split()[0] == location
+
+
+def test_bad_pattern_property_has_pointer():
+    with pytest.raises(GrammarError) as info:
+        Grammar.from_json_schema({"type": "object", "patternProperties": {"(": {}}})
+    assert info.value.location.startswith("#/patternProperties")
+
+
+def test_unknown_option_is_a_type_error():
+    with pytest.raises(TypeError):
+        Grammar.from_json_schema({}, whitespaces="compact")
+    with pytest.raises(GrammarError):
+        Grammar.from_json_schema({}, whitespace="loose")
+
+
+# --------------------------------------------------------------------------- empty languages
+
+EMPTY = [
+    {"type": "string", "minLength": 3, "maxLength": 2},
+    False,
+    "false",
+    {"not": {}},
+    {"type": "integer", "minimum": 5, "maximum": 4},
+    {"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1},
+    {"type": "integer", "minimum": 0.2, "maximum": 0.8},
+    {"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9},
+    {"type": "integer", "enum": ["a", 1.5]},
+    {"allOf": [{"type": "string"}, {"type": "number"}]},
+    {"type": "object", "properties": {"a": False}, "required": ["a"]},
+    {"type": "object", "additionalProperties": False, "required": ["a"]},
+    {"type": "object", "maxProperties": 1, "required": ["a", "b"]},
+    {"type": "array", "items": False, "minItems": 1},
+    {"type": "array", "minItems": 3, "maxItems": 2},
+    {"type": "array", "minItems": 2, "maxItems": 0},
+    {"type": "array", "prefixItems": [{}, {}], "minItems": 3, "maxItems": 1},
+    {"type": "string", "pattern": "^a$", "minLength": 2},
+    {"type": "string", "format": "date", "maxLength": 5},
+    {"const": "a", "not": {"const": "a"}},
+    {"enum": [2], "const": None},
+    {"type": "array", "contains": {"const": 1}, "minContains": 3, "maxContains": 1},
+    {"type": "integer", "minimum": 0, "oneOf": [{"minimum": 0}, {"minimum": 1}, {"maximum": 0}]},
+    {"type": "string", "not": {"maxLength": 3, "anyOf": [{"minLength": 0}]}, "maxLength": 2},
+    {"$defs": {"loop": {"type": "object", "properties": {"x": {"$ref": "#/$defs/loop"}},
+                        "required": ["x"]}}, "$ref": "#/$defs/loop"},
+]
+
+
+@pytest.mark.parametrize("schema", EMPTY, ids=[
+    repr(s.values[0] if isinstance(s, type(pytest.param(0))) else s)[:50] for s in EMPTY])
+def test_unsatisfiable_schema_is_empty_language(schema):
+    with pytest.raises(EmptyLanguage):
+        Grammar.from_json_schema(schema)
+    if not isinstance(schema, str):
+        # The reference agrees on a few candidates (a sanity check on the list).
+        ref = reference_validator(schema)
+        for x in [None, True, 0, 1, 5, "a", "aa", [], [1], {}, {"a": 1}]:
+            assert not ref.is_valid(x)
+
+
+# --------------------------------------------------------------------------- options
+
+OBJ = {"type": "object", "properties": {"a": {"type": "integer"},
+                                        "b": {"type": "array", "items": {"type": "string"}}}}
+
+
+def _compiled(schema, vocab, **options):
+    return automask.compile(Grammar.from_json_schema(schema, **options), vocab)
+
+
+def test_whitespace_compact(vocab):
+    c = _compiled(OBJ, vocab, whitespace="compact")
+    for text in ['{"a":1}', '{"a":1,"b":["x","y"]}', "{}", '{"b":[]}']:
+        assert accepts_tokens(c, vocab, text), text
+    for text in ['{"a": 1}', '{ "a":1}', '{"a":1 }', '{"a":1, "b":[]}', '{"b":["x", "y"]}',
+                 ' {"a":1}', '{"a":1}\n', "{\n}"]:
+        assert not accepts_bytes(c, text), text
+        assert not accepts_tokens(c, vocab, text), text
+
+
+def test_whitespace_flexible(vocab):
+    c = _compiled(OBJ, vocab)
+    x = {"a": 1, "b": ["x", "y"]}
+    for text in [dumps(x), json.dumps(x, indent=2), json.dumps(x, indent="\t"),
+                 json.dumps(x, separators=(",", ":")), '\n{\r\n "a" : 1 ,\t"b":[ ] }\n',
+                 '{"a":' + " " * 24 + "1}"]:
+        assert accepts_tokens(c, vocab, text), text
+    for text in ['{"a":' + " " * 1000 + "1}", " " * 1000 + "{}", "{}" + "\n" * 1000,
+                 '{"a":1,' + "\t" * 1000 + '"b":[]}', '{"a":\u00a01}', '{"a":\x0b1}']:
+        assert not accepts_bytes(c, text), repr(text)
+
+
+def test_whitespace_bound_is_max_whitespace(tiny_bpe_vocab):
+    c = _compiled({"type": "array"}, tiny_bpe_vocab, max_whitespace=4)
+    assert accepts_bytes(c, "[" + " " * 4 + "1" + " " * 4 + "," + " " * 4 + "2]")
+    assert not accepts_bytes(c, "[" + " " * 5 + "1]")
+    assert not accepts_bytes(c, "[1" + " " * 5 + ",2]")
+
+
+def test_whitespace_indent(tiny_bpe_vocab):
+    c = _compiled(OBJ, tiny_bpe_vocab, whitespace=2)
+    x = {"a": 1, "b": ["x", "y"]}
+    for text in [json.dumps(x, indent=2), dumps(x), json.dumps(x, separators=(",", ":"))]:
+        assert accepts_tokens(c, tiny_bpe_vocab, text), text
+    for text in [json.dumps(x, indent="\t"), '{"a":  1}']:
+        assert not accepts_bytes(c, text), text
+
+
+def test_strict_times_have_no_leap_second(vocab):
+    """``strict`` leaves out ``:60``, which ``jsonschema``'s own checker rejects."""
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"t": {"type": "string", "format": "time"},
+                                               "d": {"type": "string", "format": "date-time"}}}
+    checker = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    leap = [{"t": "23:59:60Z"}, {"d": "1998-12-31T23:59:60Z"}, {"d": "1998-12-31T15:59:60-08:00"}]
+    plain = [{"t": "23:59:59Z"}, {"d": "1998-12-31T23:59:59.5+01:00"}]
+    strict, spec = _compiled(schema, vocab, strict=True), _compiled(schema, vocab)
+    for x in leap + plain:
+        text = json.dumps(x)
+        assert accepts_bytes(spec, text), text
+        assert accepts_bytes(strict, text) == (x in plain), text
+        assert checker.is_valid(x) == (x in plain), text  # rfc3339-validator is a test dep
+
+
+def test_strict(vocab):
+    nested = {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        "m": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "o": {"type": "object", "properties": {"y": {}}, "additionalProperties": True},
+    }}
+    closed = json.loads(json.dumps(nested))
+    closed["additionalProperties"] = False
+    closed["properties"]["a"]["additionalProperties"] = False
+    instances = [{"a": {"x": 1}}, {"a": {"x": 1, "z": 2}}, {"a": {}, "extra": 1},
+                 {"m": {"k": 1}}, {"m": {"k": "v"}}, {"o": {"y": 1, "z": 2}}, {}]
+    assert mismatches(nested, instances, vocab, strict=True, reference_schema=closed) == []
+    assert mismatches(nested, instances, vocab, strict=False) == []
+    # The two differ on exactly the instances with undeclared keys.
+    loose = reference_validator(nested)
+    tight = reference_validator(closed)
+    assert [loose.is_valid(x) != tight.is_valid(x) for x in instances] == [
+        False, True, True, False, False, False, False]
+
+
+# --------------------------------------------------------------------------- pydantic
+
+
+def test_from_pydantic(vocab):
+    pydantic = pytest.importorskip("pydantic")
+    from typing import Literal
+
+    class Address(pydantic.BaseModel):
+        city: str
+        zip: str = pydantic.Field(pattern=r"^[0-9]{5}$")
+
+    class Person(pydantic.BaseModel):
+        name: str = pydantic.Field(min_length=1, max_length=20)
+        age: int = pydantic.Field(ge=0, le=150)
+        tags: list[str] = []
+        role: Literal["admin", "user"] = "user"
+        address: Address | None = None
+
+    grammar = Grammar.from_pydantic(Person)
+    compiled = automask.compile(grammar, vocab)
+    schema = Person.model_json_schema()
+    ref = reference_validator(schema)
+    good = [
+        {"name": "Ada", "age": 36},
+        {"name": "Ada", "age": 36, "tags": ["x", "y"], "role": "admin",
+         "address": {"city": "Paris", "zip": "75001"}},
+        {"name": "Zoë", "age": 0, "address": None},
+        Person(name="Bo", age=150, tags=["t"]).model_dump(),
+    ]
+    bad = [
+        {"name": "", "age": 1}, {"name": "Ada", "age": -1}, {"name": "Ada", "age": 151},
+        {"name": "Ada", "age": 3.5}, {"age": 3}, {"name": "Ada", "age": 1, "role": "root"},
+        {"name": "Ada", "age": 1, "address": {"city": "P", "zip": "7500"}},
+        {"name": "Ada", "age": 1, "address": {"zip": "75001"}},
+    ]
+    for x in good:
+        text = dumps(x)
+        assert reference_accepts(ref, text), text
+        assert accepts_tokens(compiled, vocab, text), text
+        Person.model_validate_json(text)
+    for x in bad:
+        text = dumps(x)
+        assert not reference_accepts(ref, text), text
+        assert not accepts_bytes(compiled, text), text
+        with pytest.raises(pydantic.ValidationError):
+            Person.model_validate_json(text)
+    # Options pass through.
+    compact = automask.compile(Grammar.from_pydantic(Person, whitespace="compact"), vocab)
+    assert accepts_bytes(compact, '{"name":"Ada","age":36}')
+    assert not accepts_bytes(compact, '{"name": "Ada","age":36}')
+
+
+def test_from_pydantic_rejects_non_models():
+    with pytest.raises(TypeError):
+        Grammar.from_pydantic({"type": "object"})
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object"},
+    {"type": "object", "properties": {"a": {"type": "array"}}},
+    {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True},
+    {"type": "array", "contains": {"type": "integer"}, "minContains": 0, "maxContains": 2},
+    {"type": "array", "allOf": [{"contains": {"const": 1}, "minContains": 0, "maxContains": 1},
+                                {"contains": {"const": 2}, "minContains": 0, "maxContains": 1}]},
+    {"const": {"a": [], "b": {}}},
+], ids=["object", "nested", "unique", "counted", "multi-counted", "const"])
+def test_whitespace_leads_lexemes_and_never_trails_them(schema):
+    """A whitespace gap sits at the front of the lexeme after it, never at the end of
+    the one before: no lexeme goes on with a space once it can end (else after
+    ``":`` or ``,`` the parser holds two threads, more whitespace or the next
+    lexeme, and each token through the gap costs a decision). The one lexeme of
+    whitespace alone is the document's trailing gap, which nothing follows."""
+    from automask.engine.earley import follow_lexemes
+    from automask.regex import nodes as rx
+    from automask.schema.json_text import Layout
+
+    grammar = Grammar.from_json_schema(schema)
+    gap = rx.nonempty(Layout.make().ws)
+    follow = follow_lexemes(grammar)
+    for i, node in enumerate(grammar.lexemes):
+        if node is gap:
+            assert not follow[i], "only the trailing gap is whitespace alone"
+            continue
+        seen, todo = {node.uid}, [node]
+        while todo:  # every derivative of the lexeme (small here)
+            cur = todo.pop()
+            assert not (cur.nullable and rx.derive(cur, ord(" ")) is not rx.EMPTY), \
+                rx.to_pattern(node)
+            for b in range(256):
+                nxt = rx.derive(cur, b)
+                if nxt is not rx.EMPTY and nxt.uid not in seen:
+                    seen.add(nxt.uid)
+                    todo.append(nxt)
+            assert len(seen) < 5000
+
+
+def test_multiples_of_far_values_are_decided_exactly(tiny_bpe_vocab):
+    """1e308 by 0.123456789: Decimal's ``%`` gives up on such quotients; fractions do not."""
+    schema = {"enum": [1e308, 0.246913578, 7], "not": {"multipleOf": 0.123456789}}
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert accepts_bytes(compiled, json.dumps(1e308))
+    assert accepts_bytes(compiled, "7")
+    assert not accepts_bytes(compiled, "0.246913578")  # twice the multiple
+    kept = Grammar.from_json_schema({"enum": [1e308, 3e300], "multipleOf": 1e300})
+    compiled = automask.compile(kept, tiny_bpe_vocab)
+    assert accepts_bytes(compiled, json.dumps(1e308)) and accepts_bytes(compiled, json.dumps(3e300))
+
+
+def test_json_keys_equal_exactly_where_values_are_equal():
+    """Enums are deduplicated and intersected by a hashable key: it must tell values apart
+    exactly as JSON equality does (1 and 1.0 equal, true and 1 not, key order ignored),
+    written here the plain recursive way as the reference."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from automask.schema.members import _json_key
+
+    def json_equal(a, b) -> bool:
+        if isinstance(a, bool) or isinstance(b, bool):
+            return type(a) is type(b) and a == b
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return a == b
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(map(json_equal, a, b))
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+        return type(a) is type(b) and a == b
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 3),
+                        st.sampled_from([0.0, 1.0, -1.0, 2.5, 1e300]), st.sampled_from("ab"))
+    values = st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("xyz"), inner,
+                                                     max_size=3)), max_leaves=8)
+
+    @settings(max_examples=400, deadline=None)
+    @given(values, values)
+    def check(a, b):
+        assert (_json_key(a) == _json_key(b)) == json_equal(a, b)
+
+    check()
+    assert _json_key({"x": 1, "y": [True]}) == _json_key({"y": [True], "x": 1.0})
+    assert _json_key(True) != _json_key(1) and _json_key(0) != _json_key(False)
+
+
+def test_long_enums_compile_within_the_limits(tiny_bpe_vocab):
+    """Enums meet each other by hashing, not pairwise: 20,000 values under a oneOf with
+    another enum (pairwise, that is 400 million comparisons: past the compile limit)."""
+    words = [f"w{i}" for i in range(20_000)]
+    schema = {"oneOf": [{"enum": words}, {"enum": words[::2] + [1, 2]}]}
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert accepts_bytes(compiled, '"w1"') and accepts_bytes(compiled, "1")
+    assert not accepts_bytes(compiled, '"w2"')  # in both: oneOf fails
