@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from support.shortcuts import shortcuts_off, watch_shortcut
+from support.shortcuts import watch_shortcut
 from support.walks import assert_same_masks, masks_along
 
 from automask import Grammar, Matcher, compile
@@ -100,8 +100,7 @@ def _same_masks_both_ways(vocab, monkeypatch, indent):
     watch_shortcut(monkeypatch, "gap", checked)
     derived = masks_along(vocab, SCHEMA, INSTANCES, indent)
     assert {b'"', b"{", b"["} <= set(used) and {b"}", b"]"} & set(used)  # keys, values, closers
-    shortcuts_off(monkeypatch, "gap")
-    assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES, indent))
+    assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES, indent, off={"gap"}))
 
 
 def _rows(crossing) -> set[int]:

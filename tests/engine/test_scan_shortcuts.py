@@ -21,7 +21,6 @@ import json
 
 import numpy as np
 import pytest
-from support.shortcuts import shortcuts_off
 
 from automask import Vocabulary
 from automask.engine.compiled import compiler_for
@@ -207,28 +206,26 @@ def _text_nodes() -> list[rx.Node]:
     ]
 
 
-def _both_walks(vocab: Vocabulary, node: rx.Node, monkeypatch) -> None:
+def _both_walks(vocab: Vocabulary, node: rx.Node) -> None:
     root = compiler_for(vocab).tokens
     lexer = LexerDFA((node,))
     state = lexer.single(0, node)
     inside_a, crossing_a = scan(root, lexer, state)
-    shortcuts_off(monkeypatch, "dense")  # never whole levels
-    inside_b, crossing_b = scan(root, lexer, state)
-    monkeypatch.undo()
+    inside_b, crossing_b = scan(root, lexer, state, whole_levels=False)
     assert np.array_equal(inside_a, inside_b), rx.to_pattern(node)[:60]
     assert _groups(crossing_a) == _groups(crossing_b), rx.to_pattern(node)[:60]
 
 
-def test_whole_level_walk_matches_the_live_node_walk(tiny_bpe_vocab, monkeypatch):
+def test_whole_level_walk_matches_the_live_node_walk(tiny_bpe_vocab):
     for node in _text_nodes():
-        _both_walks(tiny_bpe_vocab, node, monkeypatch)
+        _both_walks(tiny_bpe_vocab, node)
 
 
 @pytest.mark.data
-def test_whole_level_walk_matches_the_live_node_walk_on_llama(shared_data, monkeypatch):
+def test_whole_level_walk_matches_the_live_node_walk_on_llama(shared_data):
     vocab = Vocabulary.from_file(shared_data / "tokenizers" / "llama-3.1" / "tokenizer.json")
     for node in _text_nodes():
-        _both_walks(vocab, node, monkeypatch)
+        _both_walks(vocab, node)
 
 
 @pytest.mark.parametrize("text", [b"", b"a", b"ab", b"abc", b"b", b"\xff", b"a\xff", b"\xff\xff",

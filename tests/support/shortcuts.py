@@ -1,29 +1,12 @@
-"""The engine's scan shortcuts, switched off, forced or watched by name (tests only).
+"""Watching the engine's scan shortcuts at work (tests only).
 
-A shortcut computes a token scan from another scan instead of walking the token trie
-again. Each must give exactly the masks of the walk it replaces, so its tests compute
-the masks twice: with the shortcut, and with it switched off. The engine has no option
-for that yet: this module is the one place that knows which private functions and
-constants to monkeypatch (when an engine option arrives, change the bodies here, not
-the tests). Every change goes through pytest's ``monkeypatch``, so it ends with the test
-(or at ``monkeypatch.undo()``).
-
-The shortcuts, by name:
-
-``"gap"``
-    A lexeme that opens with a whitespace gap is scanned from the scan of its rest
-    (``engine.gaps.leading_gap``; ``MaskComputer._gap_scan``).
-``"excluded"``
-    "Any key but the declared ones" is read off the plain key body's scan
-    (``engine.excluded.except_body``; ``MaskComputer._except_scan``).
-``"counted"``
-    A length-bounded string body is read off the unbounded body's scan
-    (``engine.counted.bounded_body``; ``MaskComputer._bounded_scan``).
-``"reuse"``
-    A root scan borrows another state's scan on shared first bytes
-    (``engine.masks.REUSE_MIN_ROWS``; ``MaskComputer._reuse``).
-``"dense"``
-    A trie level is stepped whole while enough of it is live (``engine.tokens.DENSE_SHARE``).
+Switching a shortcut off is the engine's own option, ``Compiler(vocab,
+shortcuts=...)`` (the names are ``engine/masks.py:SHORTCUTS``; see
+:func:`support.walks.masks_along`), and ``scan(..., whole_levels=False)`` for
+the trie walk's whole-level steps. What the engine has no option for lives
+here: running each use of a shortcut through a watcher (to check that it was
+used, and on what), and forcing the bounded scan never to give up. Every change
+goes through pytest's ``monkeypatch``, so it ends with the test.
 """
 
 from __future__ import annotations
@@ -33,58 +16,21 @@ from typing import Any
 
 import pytest
 
-from automask.engine import counted, excluded, gaps, masks, tokens
+from automask.engine import masks
 
-NEVER = 10**9  # a threshold no vocabulary reaches
-
-
-def _off_gap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gaps, "leading_gap", lambda node: None)
-
-
-def _off_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(excluded, "except_body", lambda node: None)
-
-
-def _off_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(counted, "bounded_body", lambda node: None)
-
-
-def _off_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(masks, "REUSE_MIN_ROWS", NEVER)
-
-
-def _off_dense(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "DENSE_SHARE", NEVER)
-
-
-_OFF: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
-    "gap": _off_gap, "excluded": _off_excluded, "counted": _off_counted,
-    "reuse": _off_reuse, "dense": _off_dense,
-}
 #: the MaskComputer method each watchable shortcut runs through
-_METHODS = {"gap": "_gap_scan", "excluded": "_except_scan", "counted": "_bounded_scan",
+_METHODS = {"gap": "_gap_scan", "excluded": "_except_scan", "bounded": "_bounded_scan",
             "reuse": "_reuse"}
-
-SHORTCUTS = tuple(_OFF)
-
-
-def shortcuts_off(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
-    """Switch the named shortcuts off: the engine walks the token trie instead."""
-    for name in names:
-        if name not in _OFF:
-            raise ValueError(f"no scan shortcut {name!r} (known: {', '.join(SHORTCUTS)})")
-        _OFF[name](monkeypatch)
 
 
 def shortcuts_forced(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
     """Never let the named shortcuts fall back to the walk where they may today.
 
-    ``"counted"``: a bounded scan checks every row near the bound one by one, however
+    ``"bounded"``: a bounded scan checks every row near the bound one by one, however
     many (it gives up past ``engine.masks.MAX_UNSURE_ROWS`` otherwise).
     """
     for name in names:
-        if name != "counted":
+        if name != "bounded":
             raise ValueError(f"scan shortcut {name!r} has no fallback to force off")
         monkeypatch.setattr(masks, "MAX_UNSURE_ROWS", 1 << 30)
 

@@ -2,23 +2,26 @@
 
 A shortcut (a scan read off another one) must give exactly the masks of the
 walk it replaces. The tests walk the same instances twice, with and without
-it, each time from a fresh compile and an empty shared scan cache, and
-compare every mask.
+it (``Compiler(shortcuts=...)``, the engine's option), each time with a fresh
+compiler, so no scan is left over from another walk, and compare every mask.
 """
 
 import json
+from collections.abc import Iterable
 
 import numpy as np
 
-from automask import Grammar, Matcher, compile
-from automask.engine.compiled import compiler_for
+from automask import Compiler, Grammar, Matcher
+from automask.engine.masks import SHORTCUTS
 
 
-def masks_along(vocab, schema, instances, indent: int | None = None) -> list[np.ndarray]:
+def masks_along(vocab, schema, instances, indent: int | None = None, *,
+                off: Iterable[str] = ()) -> list[np.ndarray]:
     """Every mask met while walking each instance (``json.dumps``, ``ensure_ascii=False``,
-    ``indent``) token by token; each instance must be accepted whole."""
-    compiler_for(vocab).clear()  # no scan left over from another walk
-    matcher = Matcher(compile(Grammar.from_json_schema(schema), vocab))
+    ``indent``) token by token with a compiler of its own, without the scan shortcuts
+    named in ``off`` (engine/masks.py:SHORTCUTS); each instance must be accepted whole."""
+    compiler = Compiler(vocab, shortcuts=SHORTCUTS - set(off))
+    matcher = Matcher(compiler.compile(Grammar.from_json_schema(schema)))
     out = []
     for x in instances:
         matcher.reset()
@@ -27,7 +30,6 @@ def masks_along(vocab, schema, instances, indent: int | None = None) -> list[np.
             assert matcher.accept_token(token), x
         out.append(matcher.mask_words().copy())
         assert matcher.is_accepting(), x
-    compiler_for(vocab).clear()  # nor one for the next test
     return out
 
 

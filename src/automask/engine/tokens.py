@@ -308,8 +308,8 @@ def pack_bool(allowed: np.ndarray) -> np.ndarray:
 SMALL_SET = 400  # up to this many rows, stepping bytes in Python beats NumPy's call overhead
 
 
-def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = None
-         ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
+def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = None, *,
+         whole_levels: bool = True) -> tuple[np.ndarray, list[tuple[int, TokenSet]]]:
     """Run lexer state ``start`` over every token; see the module docstring.
 
     Returns the inside rows (bool) and the crossing groups as ``(state, child)``:
@@ -328,6 +328,10 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
     fate depends only on the state after its first byte, so those tokens
     are copied from it and only the other first bytes are walked.
 
+    ``whole_levels`` (root sets): step the trie a whole level at a time while
+    most of it is live (see :func:`_walk_trie`); False follows live nodes only,
+    the same result by the other path (the tests compare the two).
+
     A root scan keeps crossing suffixes whatever their next byte, so it does
     not depend on what may follow the lexeme: :func:`prune_crossing` derives
     each grammar's groups from it. A child scan ends a lexeme only where the
@@ -343,7 +347,7 @@ def scan(tokens: TokenSet, lexer: LexerDFA, start: int, reuse: Reuse | None = No
             only = ~reuse.same_first
             keep = np.repeat(reuse.same_first, tokens.trie.end[1] - tokens.trie.start[1])
             np.logical_and(reuse.inside, keep, out=inside)
-        groups = _walk_trie(tokens, lexer, start, inside, only)
+        groups = _walk_trie(tokens, lexer, start, inside, only, whole_levels)
         if reuse is not None:
             for state, child in reuse.crossing:
                 sel = keep[child.parent_rows]
@@ -508,7 +512,7 @@ class Reuse(NamedTuple):
 
 
 def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarray,
-               only: np.ndarray | None = None) -> Groups:
+               only: np.ndarray | None = None, whole_levels: bool = True) -> Groups:
     """Breadth first over the prefix trie: each live prefix is stepped once.
 
     ``only`` (bool per first-level node) limits the walk to those first bytes.
@@ -526,7 +530,7 @@ def _walk_trie(tokens: RootTokens, lexer: LexerDFA, start: int, inside: np.ndarr
     while True:  # whole levels; the dead state 0 steps to itself
         alive = st != 0
         live = int(np.count_nonzero(alive))
-        if live * DENSE_SHARE < st.size:
+        if live * DENSE_SHARE < st.size or not whole_levels:
             break
         inside[trie.end_rows[d][alive[trie.end_nodes[d]]]] = True
         acc = lexer.accepting[st]
