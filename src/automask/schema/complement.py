@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from automask.schema.members import ANNOTATIONS
+from automask.schema.lowering import Conjoin, Report
+from automask.schema.subschema import ANNOTATIONS, Subschema, escape, opened
 
 STRING_KEYWORDS = ("minLength", "maxLength", "pattern")
 NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -41,6 +42,53 @@ EXPANDED = ("$ref", "$dynamicRef", "allOf", "~ref", "if", "then", "else", "depen
 
 Sub = Callable[..., dict]
 """``sub("properties", "a")``: the subschema at that path, embedded in place (``~ref``)."""
+
+
+def negation(conj: Conjoin, report: Report, operand: Subschema) -> list[list[Subschema]]:
+    """The complement of ``operand`` as a union of conjunctions (see complement.py)."""
+    members = conj.expand([operand])
+    if members is None:
+        return [[]]  # not false: anything
+    out: list[list[Subschema]] = []
+    for x in members:
+        conj.check_keywords(x)
+
+        def sub(*path, x=x) -> dict:
+            node = x.schema
+            for p in path:
+                node = node[p]
+            return {"~ref": Subschema(x.uri + "".join(f"/{escape(str(p))}" for p in path),
+                                   node, x.base)}
+
+        schema = without(x.schema)
+        while True:
+            try:
+                branches = complement(schema, sub)
+                break
+            except Inexpressible as e:
+                # lenient: drop the keyword from the operand (a smaller complement)
+                report.unsupported(f"'not' of {e.keyword}", x, e.keyword)
+                schema = {k: v for k, v in schema.items() if k != e.keyword}
+        for k, b in enumerate(branches):
+            if b is True:
+                out.append([])
+            else:
+                out.append([Subschema(f"{x.uri}/~neg{k}", opened(b), x.base)])
+    return out
+
+
+def without(schema: dict, kw: str | None = None) -> dict:
+    """``schema`` less ``kw`` and the keywords that expansion has followed (``$ref``,
+    ``allOf``, and the conditionals it rewrote into members of their own)."""
+    return {k: v for k, v in schema.items() if k != kw and k not in EXPANDED}
+
+
+def expanded(m: Subschema) -> Subschema:
+    """``m`` without the keywords that :meth:`expand` has already followed."""
+    if not any(k in m.schema for k in EXPANDED):
+        return m
+    return Subschema(m.uri + "/~", without(m.schema), m.base)
+
 
 
 class Inexpressible(Exception):

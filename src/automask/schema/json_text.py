@@ -242,6 +242,13 @@ def separated(element: Expr, sep: Expr, lo: int = 0, hi: int | None = None) -> E
     return some if lo > 0 else Choice((Terminal(rx.EPS), some))
 
 
+def repeat_with_sep(item: Expr, sep: Expr, lo: int, hi: int | None) -> Expr:
+    """``(sep item)`` ``lo..hi`` times (the items after a first one)."""
+    if hi is not None and hi < lo:
+        return Terminal(rx.EMPTY)
+    return Repeat(Seq((sep, item)), lo, hi)
+
+
 @functools.lru_cache(maxsize=1)
 def number_regex() -> rx.Node:
     from automask.regex.parser import parse_regex
