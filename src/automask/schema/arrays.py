@@ -124,7 +124,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, True), "]", min_i == 0)
         finally:
-            tail = None  # a recursive closure: see object_body
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
 
     def unique_array(self, m: Subschema, min_i: int, max_i: int | None, prefix_len: int,
                      at_members) -> Expr | None:
@@ -151,7 +151,7 @@ class Arrays:
                 expanded = self.conj.expand(subs)
                 cands = [] if expanded is None else enumerated(expanded)
                 if cands is None:
-                    types = types_of([x.schema for x in expanded], set(TYPES))
+                    types = types_of([x.schema for x in expanded or ()], set(TYPES))
                     if not types <= {"null", "boolean"}:
                         raise _Infinite
                     cands = [v for v in (None, True, False) if json_type(v) in types]
@@ -201,7 +201,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, frozenset()), "]", min_i == 0)
         finally:
-            tail = None  # a recursive closure: see Objects.object_body
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
 
     def multi_counted_array(self, counts: list[tuple[Subschema, int, int | None]], min_i: int,
                             max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -269,7 +269,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, (0,) * len(counts), True), "]", empty)
         finally:
-            tail = None  # a recursive closure: see Objects.object_body
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
 
     def counted_array(self, members: list[Subschema], m: Subschema, lo: int, hi: int | None,
                       min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -351,7 +351,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, 0, True), "]", min_i == 0 and lo == 0)
         finally:
-            tail = None  # a recursive closure: see Objects.object_body
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
 
 
 class _Infinite(Exception):

@@ -117,10 +117,10 @@ class SchemaCompiler:
             rule = rule[:-3]
         if rule not in names:  # a helper rule of an object or array: its conjunction's
             rule = self._rule_owner(rule, names)
-        site = self.conj.sites.get(rule, self.root.uri)
+        site = self.root.uri if rule is None else self.conj.sites.get(rule, self.root.uri)
         where = position_of(site, self.root_base)
         others: list[str] = []
-        for uri in names.get(rule, ()):
+        for uri in () if rule is None else names.get(rule, ()):
             pointer = position_of(uri, self.root_base)
             if pointer != where and pointer not in others:
                 others.append(pointer)

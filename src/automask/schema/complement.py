@@ -195,10 +195,11 @@ def _objects(s: dict, sub: Sub) -> list[dict]:
         # more than string keywords, or a format: not exact to complement).
         out.append({"type": "object",
                     "~keyOutside": {"admitted": sub("propertyNames")}})
-    if _count(s.get("minProperties")):
-        out.append({"type": "object", "maxProperties": _count(s["minProperties"]) - 1})
-    if _count(s.get("maxProperties")) is not None:
-        out.append({"type": "object", "minProperties": _count(s["maxProperties"]) + 1})
+    least, most = _count(s.get("minProperties")), _count(s.get("maxProperties"))
+    if least:
+        out.append({"type": "object", "maxProperties": least - 1})
+    if most is not None:
+        out.append({"type": "object", "minProperties": most + 1})
     for kw in ("dependentRequired", "dependencies"):
         deps = s.get(kw)
         if not isinstance(deps, dict):
@@ -220,10 +221,11 @@ def _objects(s: dict, sub: Sub) -> list[dict]:
 
 def _arrays(s: dict, sub: Sub) -> list[dict]:
     out: list[dict] = []
-    if _count(s.get("minItems")):
-        out.append({"type": "array", "maxItems": _count(s["minItems"]) - 1})
-    if _count(s.get("maxItems")) is not None:
-        out.append({"type": "array", "minItems": _count(s["maxItems"]) + 1})
+    least, most = _count(s.get("minItems")), _count(s.get("maxItems"))
+    if least:
+        out.append({"type": "array", "maxItems": least - 1})
+    if most is not None:
+        out.append({"type": "array", "minItems": most + 1})
     if isinstance(s.get("prefixItems"), list):
         prefix, kw, rest_kw = s["prefixItems"], "prefixItems", "items"
     elif isinstance(s.get("items"), list):

@@ -91,9 +91,10 @@ class ConcreteValues:
         it (the subschemas an enumerated object or array value meets): exact, and
         ``anyOf``/``oneOf``/``not`` are evaluated, not complemented."""
         check_time()
-        members = self.conj.expand(members)
-        if members is None:
+        expanded = self.conj.expand(members)
+        if expanded is None:
             return False
+        members = expanded
         for m in members:
             self.conj.check_keywords(m)
         if json_type(value) not in self.conj.types(members):

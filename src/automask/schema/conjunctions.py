@@ -129,9 +129,10 @@ class Conjunctions:
         that negates itself (``{"not": {"$ref": "#"}}``) has no fixpoint at all; the same
         substitution reads it too (as any value, there).
         """
-        members = self.expand(members)
-        if members is None:
+        expanded_members = self.expand(members)
+        if expanded_members is None:
             return Terminal(rx.EMPTY)
+        members = expanded_members
         if not members:
             return self.json.any_value()
         key = tuple(sorted({m.uri for m in members}))
@@ -140,9 +141,9 @@ class Conjunctions:
             return self._local_ref(key, members)
         name = self._memo.get(key)
         if name is None:
-            for needs, scoped in self._scoped.get(key, ()):
-                if needs <= self._here:  # made where the same ones were open
-                    self._assumed[-1] |= needs
+            for held, scoped in self._scoped.get(key, ()):
+                if held <= self._here:  # made where the same ones were open
+                    self._assumed[-1] |= held
                     return Ref(scoped)
             name = self._new_rule(key, members)
             self._memo[key] = name

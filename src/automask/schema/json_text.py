@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from automask.errors import GrammarError
@@ -222,7 +223,7 @@ class JsonPieces:
         return Terminal(literal_node(value))
 
 
-def _join(items: list[Expr], sep: Expr) -> Expr | None:
+def _join(items: Sequence[Expr], sep: Expr) -> Expr | None:
     if not items:
         return None
     out: list[Expr] = [items[0]]

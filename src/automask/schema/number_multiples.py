@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
+from typing import cast
 
 from automask.errors import GrammarError, UnsupportedFeature
 from automask.regex import nodes as rx
@@ -304,7 +305,8 @@ def _multiple_parts(c: int, k: int, fraction: bool, max_digits: int | None,
 
 def _split_multiple(m: Decimal) -> tuple[int, int]:
     """``m`` as ``c * 10**-k`` with integers c >= 1, k >= 0 and k minimal."""
-    _, digits, exp = m.as_tuple()
+    _, digits, exponent = m.as_tuple()
+    exp = cast(int, exponent)  # finite: an int
     c = int("".join(map(str, digits)))
     while exp < 0 and c % 10 == 0:
         c //= 10

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 from decimal import Decimal
+from typing import cast
 
 from automask.errors import GrammarError, LimitExceeded
 from automask.regex import nodes as rx
@@ -90,7 +91,8 @@ def to_decimal(x: Bound, name: str) -> Decimal | None:
     d = Decimal(repr(x)) if isinstance(x, float) else Decimal(x)
     if not d.is_finite():
         raise GrammarError(f"{name} must be finite, not {x!r}")
-    _, digits, exp = d.as_tuple()
+    _, digits, exponent = d.as_tuple()
+    exp = cast(int, exponent)  # finite: an int
     if len(digits) + max(exp, 0) + max(-exp - len(digits), 0) > MAX_BOUND_DIGITS:
         raise LimitExceeded(f"{name} {x!r} has more than {MAX_BOUND_DIGITS} digits")
     return d
@@ -106,18 +108,22 @@ def _tighter(a: Lim | None, b: Lim | None, lower: bool) -> Lim | None:
 
 def limits(minimum: Bound, maximum: Bound, exclusive_minimum: Bound,
             exclusive_maximum: Bound) -> tuple[Lim | None, Lim | None]:
-    lo = _tighter(*(None if v is None else (v, strict) for v, strict in (
-        (to_decimal(minimum, "minimum"), False),
-        (to_decimal(exclusive_minimum, "exclusiveMinimum"), True))), lower=True)
-    hi = _tighter(*(None if v is None else (v, strict) for v, strict in (
-        (to_decimal(maximum, "maximum"), False),
-        (to_decimal(exclusive_maximum, "exclusiveMaximum"), True))), lower=False)
+    lo = _tighter(*_lims(to_decimal(minimum, "minimum"),
+                         to_decimal(exclusive_minimum, "exclusiveMinimum")), lower=True)
+    hi = _tighter(*_lims(to_decimal(maximum, "maximum"),
+                         to_decimal(exclusive_maximum, "exclusiveMaximum")), lower=False)
     return lo, hi
+
+
+def _lims(inclusive: Decimal | None, exclusive: Decimal | None) -> tuple[Lim | None, Lim | None]:
+    return (None if inclusive is None else (inclusive, False),
+            None if exclusive is None else (exclusive, True))
 
 
 def split_decimal(d: Decimal) -> tuple[int, str]:
     """A non-negative decimal as (integer part, fraction digits without trailing zeros)."""
-    _, digits, exp = d.as_tuple()
+    _, digits, exponent = d.as_tuple()
+    exp = cast(int, exponent)  # finite: an int
     s = "".join(map(str, digits))
     if exp >= 0:
         return int(s) * 10 ** exp, ""
@@ -128,7 +134,7 @@ def split_decimal(d: Decimal) -> tuple[int, str]:
 def _shift(d: Decimal, k: int) -> Decimal:
     """``d * 10**k`` exactly (Decimal arithmetic would round to the context precision)."""
     sign, digits, exp = d.as_tuple()
-    return Decimal((sign, digits, exp + k))
+    return Decimal((sign, digits, cast(int, exp) + k))
 
 
 def _pow10(k: int) -> Decimal:
@@ -191,7 +197,8 @@ def _nat(lo: int, hi: int | None) -> rx.Node:
         parts.append(rx.concat(digit_range(1, 9), rx.repeat(DIGIT, len(ls), None)))
         return rx.alt_of(parts)
     hs = str(hi)
-    full_from = full_to = None  # lengths whose every number is in range
+    full_from: int | None = None  # lengths whose every number is in range
+    full_to = 0
     for length in range(len(ls), len(hs) + 1):
         a = ls if length == len(ls) else "1" + "0" * (length - 1)
         b = hs if length == len(hs) else "9" * length
@@ -296,7 +303,7 @@ def plain(lo: Lim, hi: Lim | None) -> rx.Node:
     if flo is not None:
         top = None if hi is None else split_decimal(hi[0])
         if top is not None and top[0] == a_int:
-            return rx.concat(_text(str(a_int)), _frac_text(flo, (top[1], hi[1])))
+            return rx.concat(_text(str(a_int)), _frac_text(flo, (top[1], cast(Lim, hi)[1])))
         parts.append(rx.concat(_text(str(a_int)), _frac_text(flo, None)))
     start = a_int + (flo is not None)
     if hi is None:
@@ -363,11 +370,12 @@ def _exponential(lo: Lim, hi: Lim | None) -> rx.Node:
         top: Lim = (_pow10(s + 1), True)
         if d_lo is not None:
             e = d_lo - s
-            m_hi = (_shift(hi[0], -e), hi[1]) if d_hi == d_lo else top
+            m_hi = ((_shift(cast(Lim, hi)[0], -e), cast(Lim, hi)[1]) if d_hi == d_lo
+                    else top)
             parts.append(rx.concat(plain((_shift(lo[0], -e), lo[1]), m_hi), _exponent(e, e)))
         if d_hi is not None and d_hi != d_lo:
             e = d_hi - s
-            m_hi = (_shift(hi[0], -e), hi[1])
+            m_hi = (_shift(cast(Lim, hi)[0], -e), cast(Lim, hi)[1])
             parts.append(rx.concat(plain((_pow10(s), False), m_hi), _exponent(e, e)))
     return rx.alt_of(parts)
 

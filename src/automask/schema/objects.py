@@ -282,7 +282,7 @@ class Objects:
             # A recursive closure holds itself (function -> cell -> function): left so,
             # the compile's whole state (rules, members, this compiler) would wait for
             # the cyclic collector, whose pass over it then lands in some later step.
-            tail = rule_for = None
+            tail = rule_for = None  # type: ignore[assignment]
 
     def extra_run(self, extra_member: Expr | None, first: bool, lo: int,
                   hi: int | None) -> Expr:
@@ -294,7 +294,7 @@ class Objects:
                 else repeat_with_sep(extra_member, sep, lo, hi))
 
     def extras_meeting(self, needs: tuple[rx.Node, ...], unmet: frozenset, extras,
-                       extra_member: Expr, first: bool, hi: int | None) -> Expr:
+                       extra_member: Expr | None, first: bool, hi: int | None) -> Expr:
         """Extra members, at most ``hi``, whose keys fall in every region of ``needs``
         named in ``unmet``: one rule per (regions still unmet, members still allowed),
         each extra key class split by the regions it lies in (one way to read a text)."""
@@ -307,9 +307,9 @@ class Objects:
 
         def cells(left: frozenset) -> list[tuple[Expr, frozenset]]:
             """The extra members split by which of the regions ``left`` their key is in."""
-            out = []
+            out: list[tuple[Expr, frozenset]] = []
             for node, value in extras:
-                parts = [(node, frozenset())]
+                parts: list[tuple[rx.Node, frozenset]] = [(node, frozenset())]
                 for j in left:
                     parts = [(piece, hits | ({j} if inside else set()))
                              for part, hits in parts
@@ -342,4 +342,4 @@ class Objects:
         try:
             return rest(unmet, hi, first)
         finally:
-            rest = None  # (see object_body)
+            rest = None  # type: ignore[assignment]  # (see object_body)

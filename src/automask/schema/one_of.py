@@ -60,7 +60,9 @@ class KeyRules(NamedTuple):
 
 
 def key_rules(members: list[Subschema]) -> KeyRules:
-    required, closed, forbidden = set(), [], set()
+    required: set[str] = set()
+    closed: list[frozenset] = []
+    forbidden: set[str] = set()
     for m in members:
         s = m.schema
         if isinstance(s.get("required"), list):
