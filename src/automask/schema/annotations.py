@@ -16,15 +16,8 @@ from automask.budget import check_time
 from automask.grammar.ir import Choice, Expr
 from automask.schema.lowering import Conjoin, Report
 from automask.schema.refs import References, changes_base
-from automask.schema.subschema import (
-    Subschema,
-    default_additional,
-    escape,
-    negated,
-    opened,
-    pattern_properties,
-    prefix_items,
-)
+from automask.schema.shapes import default_additional, embed, negated, opened
+from automask.schema.subschema import Subschema, escape, pattern_properties, prefix_items
 
 
 class Annotations:
@@ -99,7 +92,7 @@ class Annotations:
             reach = self.annotators(m, members)
             mine = position(m.uri)
             helpers = [x for x in members if position(x.uri) in reach]
-            u_ref = {"~ref": Subschema(f"{m.uri}/{kw}", u, m.base)}
+            u_ref = embed(Subschema(f"{m.uri}/{kw}", u, m.base))
             if kw == "unevaluatedProperties":
                 if any("additionalProperties" in x.schema or not default_additional(
                         x.schema, self.strict) or (kw in x.schema and position(x.uri) != mine)
@@ -108,8 +101,8 @@ class Annotations:
                 names = {k: True for x in helpers for k in x.schema.get("properties") or {}}
                 patterns = {p: True for x in helpers
                             for p in pattern_properties(x)}
-                schema = {"properties": names, "patternProperties": patterns,
-                          "additionalProperties": u_ref}
+                schema: dict = {"properties": names, "patternProperties": patterns,
+                                "additionalProperties": u_ref}
             else:
                 if any(("items" in x.schema and not isinstance(x.schema["items"], list))
                        or "additionalItems" in x.schema and isinstance(x.schema.get("items"),
@@ -117,9 +110,9 @@ class Annotations:
                        or (kw in x.schema and position(x.uri) != mine) for x in helpers):
                     continue  # every item is evaluated
                 prefix = max((len(prefix_items(x.schema)) for x in helpers), default=0)
-                contains = [{"~ref": Subschema(f"{x.uri}/contains", x.schema["contains"], x.base)}
+                contains = [embed(Subschema(f"{x.uri}/contains", x.schema["contains"], x.base))
                             for x in helpers if "contains" in x.schema]
-                rest = {"anyOf": contains + [u_ref]} if contains else u_ref
+                rest: dict = {"anyOf": contains + [u_ref]} if contains else u_ref
                 schema = {"prefixItems": [True] * prefix, "items": rest}
             out.append(Subschema(f"{m.uri}/~{kw}", opened(schema), m.base))
         return out

@@ -11,19 +11,16 @@ from automask.regex import nodes as rx
 from automask.schema.annotations import Annotations
 from automask.schema.json_text import repeat_with_sep, separated
 from automask.schema.lowering import Conjoin, Report
+from automask.schema.shapes import negated
 from automask.schema.subschema import (
     TYPES,
     Subschema,
-    count,
     json_key,
     json_type,
-    negated,
-    prefix_items,
-    prefix_keyword,
-    rest_items,
     types_of,
 )
 from automask.schema.values import enumerated
+from automask.schema.views import array_view
 
 
 class Arrays:
@@ -41,31 +38,27 @@ class Arrays:
         js = self.json
         min_i, max_i = 0, None
         prefix_len = 0
-        for m in members:
-            s = m.schema
-            if "minItems" in s:
-                min_i = max(min_i, count(s["minItems"], m, "minItems"))
-            if "maxItems" in s:
-                v = count(s["maxItems"], m, "maxItems")
-                max_i = v if max_i is None else min(max_i, v)
-            prefix_len = max(prefix_len, len(prefix_items(s)))
-        contains = [m for m in members if "contains" in m.schema]
+        views = [(m, array_view(m)) for m in members]
+        for _m, view in views:
+            if view.min_items is not None:
+                min_i = max(min_i, view.min_items)
+            if view.max_items is not None:
+                max_i = view.max_items if max_i is None else min(max_i, view.max_items)
+            prefix_len = max(prefix_len, len(view.prefix))
 
         def at_members(i: int | None) -> list[Subschema] | None:
             """What the item at position i must satisfy (None: beyond every prefix;
             returns None when no item may be there)."""
             subs: list[Subschema] = []
-            for m in members:
-                s = m.schema
-                prefix = prefix_items(s)
-                if i is not None and i < len(prefix):
-                    subs.append(Subschema(f"{m.uri}/{prefix_keyword(s)}/{i}", prefix[i], m.base))
+            for m, view in views:
+                if i is not None and i < len(view.prefix):
+                    subs.append(Subschema(f"{m.uri}/{view.prefix_keyword}/{i}", view.prefix[i],
+                                          m.base))
                     continue
-                rest, kw = rest_items(s)
-                if rest is False:
+                if view.rest is False:
                     return None
-                if rest is not None:
-                    subs.append(Subschema(f"{m.uri}/{kw}", rest, m.base))
+                if view.rest is not None:
+                    subs.append(Subschema(f"{m.uri}/{view.rest_keyword}", view.rest, m.base))
             return subs
 
         def at(i: int | None) -> Expr | None:
@@ -75,15 +68,9 @@ class Arrays:
                 return None
             return js.lead(self.conj.conj_ref(subs) if subs else js.any_value())
 
-        counts = []
-        for m in contains:
-            lo = count(m.schema.get("minContains", 1), m, "minContains")
-            hi = None
-            if "maxContains" in m.schema:
-                hi = count(m.schema["maxContains"], m, "maxContains")
-            if lo or hi is not None:
-                counts.append((m, lo, hi))
-        unique = [m for m in members if m.schema.get("uniqueItems") is True]
+        counts = [(m, view.min_contains, view.max_contains) for m, view in views
+                  if view.has_contains and (view.min_contains or view.max_contains is not None)]
+        unique = [m for m, view in views if view.unique]
         if unique:
             if counts:
                 self.report.unsupported("uniqueItems with contains counts", unique[0],
@@ -214,7 +201,8 @@ class Arrays:
             counts = counts[:3]  # lenient: the others are ignored
         js = self.json
         sep = js.item_sep()
-        hits = [Subschema(m.uri + "/contains", m.schema["contains"], m.base) for m, _, _ in counts]
+        hits = [Subschema(m.uri + "/contains", array_view(m).contains, m.base)
+                for m, _, _ in counts]
         steady = max(prefix_len, min_i)
         memo: dict[tuple, Expr] = {}
         kinds_memo: dict[int | None, list | None] = {}
@@ -279,7 +267,7 @@ class Arrays:
         if hi is not None and hi < lo:
             return Terminal(rx.EMPTY)
         sep = js.item_sep()
-        hit_m = Subschema(m.uri + "/contains", m.schema["contains"], m.base)
+        hit_m = Subschema(m.uri + "/contains", array_view(m).contains, m.base)
         steady = max(prefix_len, min_i)  # from here on positions are alike (no maxItems)
         memo: dict[tuple[int, int, bool], Expr] = {}
         budget = 4096

@@ -11,21 +11,17 @@ from automask.budget import check_time
 from automask.regex import nodes as rx
 from automask.schema.json_text import ANY_TEXT
 from automask.schema.lowering import Conjoin, Report
-from automask.schema.number_keywords import NumberKeywords, decimal_of, is_multiple
+from automask.schema.number_keywords import NumberKeywords, is_multiple
 from automask.schema.objects import Objects
 from automask.schema.strings import Strings
 from automask.schema.subschema import (
     Subschema,
-    default_additional,
     escape,
     json_key,
     json_type,
-    pattern_properties,
-    prefix_items,
-    prefix_keyword,
-    rest_items,
 )
 from automask.schema.values import enumerated, excluded
+from automask.schema.views import array_view, decimal_of, number_view, object_view
 
 
 class ConcreteValues:
@@ -74,9 +70,11 @@ class ConcreteValues:
                     return False
                 if mult is not None and not is_multiple(v, mult):
                     return False
-                if "~notMultipleOf" in s and is_multiple(v, decimal_of(s["~notMultipleOf"])):
+                view = number_view(m)
+                if view.not_multiple_of is not None and is_multiple(
+                        v, decimal_of(view.not_multiple_of)):
                     return False
-                if s.get("type") == "integer" and v != v.to_integral_value():
+                if view.integer and v != v.to_integral_value():
                     return False
             elif isinstance(value, dict):
                 if not self.object_value_ok(value, m):
@@ -117,19 +115,20 @@ class ConcreteValues:
     def object_value_ok(self, value: dict, m: Subschema) -> bool:
         """The object keywords of ``m`` on a concrete object."""
         s = m.schema
-        if any(r not in value for r in s.get("required", ())):
+        view = object_view(m, self.strict)
+        if any(r not in value for r in view.required):
             return False
-        if len(value) < s.get("minProperties", 0) or len(value) > s.get("maxProperties",
-                                                                        len(value)):
+        if len(value) < (view.min_properties or 0) or (
+                view.max_properties is not None and len(value) > view.max_properties):
             return False
         if s.get("unevaluatedProperties", True) is not True:
             self.report.unsupported("unevaluatedProperties on enumerated values", m,
-                             "unevaluatedProperties")
-        props = s.get("properties") or {}
+                                    "unevaluatedProperties")
+        props = view.properties
         patterns = [(self.objects.key_pattern(pat, m), Subschema(
             f"{m.uri}/patternProperties/{escape(pat)}", sub, m.base))
-            for pat, sub in pattern_properties(m).items()]
-        extra = s.get("additionalProperties", True if default_additional(s, self.strict) else False)
+            for pat, sub in view.pattern_properties.items()]
+        extra = view.additional
         for k, x in value.items():
             at = [sub for node, sub in patterns if rx.matches(node, k.encode("utf-8"))]
             if k in props:
@@ -138,38 +137,39 @@ class ConcreteValues:
                 at.append(Subschema(f"{m.uri}/additionalProperties", extra, m.base))
             if not all(self.value_in(x, [sub]) for sub in at):
                 return False
-        if "~keyOutside" in s:
-            region = self.objects.outside_region(s["~keyOutside"], m)
+        if view.key_outside is not None:
+            region = self.objects.outside_region(view.key_outside, m)
             if not any(rx.matches(region, k.encode("utf-8")) for k in value):
                 return False
-        if "propertyNames" in s:
-            names = Subschema(f"{m.uri}/propertyNames", s["propertyNames"], m.base)
+        if view.has_property_names:
+            names = Subschema(f"{m.uri}/propertyNames", view.property_names, m.base)
             return all(self.value_in(k, [names]) for k in value)
         return True
 
     def array_value_ok(self, value: list, m: Subschema) -> bool:
         """The array keywords of ``m`` on a concrete array."""
         s = m.schema
-        if len(value) < s.get("minItems", 0) or len(value) > s.get("maxItems", len(value)):
+        view = array_view(m)
+        if len(value) < (view.min_items or 0) or (
+                view.max_items is not None and len(value) > view.max_items):
             return False
-        if s.get("uniqueItems") is True and len({json_key(x) for x in value}) < len(value):
+        if view.unique and len({json_key(x) for x in value}) < len(value):
             return False
         if s.get("unevaluatedItems", True) is not True:
             self.report.unsupported("unevaluatedItems on enumerated values", m, "unevaluatedItems")
-        prefix = prefix_items(s)
-        rest, rest_kw = rest_items(s)
         for i, x in enumerate(value):
-            if i < len(prefix):
-                sub = Subschema(f"{m.uri}/{prefix_keyword(s)}/{i}", prefix[i], m.base)
-            elif rest is not None:
-                sub = Subschema(f"{m.uri}/{rest_kw}", rest, m.base)
+            if i < len(view.prefix):
+                sub = Subschema(f"{m.uri}/{view.prefix_keyword}/{i}", view.prefix[i], m.base)
+            elif view.rest is not None:
+                sub = Subschema(f"{m.uri}/{view.rest_keyword}", view.rest, m.base)
             else:
                 continue
             if not self.value_in(x, [sub]):
                 return False
-        if "contains" in s:
-            wanted = Subschema(f"{m.uri}/contains", s["contains"], m.base)
+        if view.has_contains:
+            wanted = Subschema(f"{m.uri}/contains", view.contains, m.base)
             hits = sum(self.value_in(x, [wanted]) for x in value)
-            if hits < s.get("minContains", 1) or hits > s.get("maxContains", hits):
+            if hits < view.min_contains or (
+                    view.max_contains is not None and hits > view.max_contains):
                 return False
         return True

@@ -6,7 +6,8 @@ builder distributes like any ``anyOf``.
 from __future__ import annotations
 
 from automask.errors import GrammarError
-from automask.schema.subschema import Subschema, escape, opened, pointer
+from automask.schema.shapes import Written, embed, opened
+from automask.schema.subschema import Subschema, escape, pointer
 
 
 def conditionals(m: Subschema, tracks: bool) -> list[Subschema]:
@@ -14,14 +15,14 @@ def conditionals(m: Subschema, tracks: bool) -> list[Subschema]:
     ``m``: unions of disjoint cases (the ``if`` holds or fails; the key is absent or
     present), which ``conj`` distributes like any ``anyOf``."""
     s = m.schema
-    out = []
+    out: list[Subschema] = []
 
-    def ref(*path) -> dict:
+    def ref(*path) -> Written:
         node = s
         for p in path:
             node = node[p]
-        return {"~ref": Subschema(m.uri + "".join(f"/{escape(str(p))}" for p in path),
-                               node, m.base)}
+        return embed(Subschema(m.uri + "".join(f"/{escape(str(p))}" for p in path),
+                               node, m.base))
 
     if "if" in s and ("then" in s or "else" in s or tracks):
         yes = [ref("if")] + ([ref("then")] if "then" in s else [])

@@ -30,6 +30,7 @@ from automask.schema.number_keywords import NumberKeywords
 from automask.schema.objects import Objects
 from automask.schema.one_of import OneOf
 from automask.schema.refs import References, changes_base, scope_of
+from automask.schema.shapes import keyword_names, negated, shape_of
 from automask.schema.strings import Strings
 from automask.schema.subschema import (
     ANNOTATIONS,
@@ -37,7 +38,6 @@ from automask.schema.subschema import (
     Subschema,
     is_number,
     json_type,
-    negated,
     pointer,
     type_set,
 )
@@ -52,8 +52,7 @@ HANDLED = frozenset({
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
     "minContains", "maxContains", "uniqueItems",
     "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-    # internal keywords of the schemas the compiler writes itself (see complement.py)
-    "~ref", "~notString", "~notMultipleOf", "~keyOutside", "$dynamicRef",
+    "$dynamicRef",
 })
 
 
@@ -218,8 +217,9 @@ class Conjunctions:
                 children.append(self.refs.resolve(s["$ref"], m))
             if "$dynamicRef" in s:
                 children.append(self.refs.dynamic_target(m))
-            if "~ref" in s:
-                children.append(s["~ref"])
+            embedded = shape_of(s).embedded
+            if embedded is not None:
+                children.append(embedded)
             all_of = s.get("allOf", [])
             if not isinstance(all_of, list) or (not all_of and "allOf" in s):
                 raise GrammarError("allOf must be a non-empty array", pointer(m, "allOf"))
@@ -358,11 +358,11 @@ class Conjunctions:
             return set(TYPES)
         if n is False:
             return set()
-        if isinstance(n, dict) and not set(n) - ANNOTATIONS:
+        if isinstance(n, dict) and not keyword_names(n) - ANNOTATIONS:
             return set(TYPES)  # not {} is not true
-        if isinstance(n, dict) and set(n) - ANNOTATIONS == {"type"}:
+        if isinstance(n, dict) and keyword_names(n) - ANNOTATIONS == {"type"}:
             return type_set(n["type"]) or set()
-        if isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
+        if isinstance(n, dict) and keyword_names(n) - ANNOTATIONS <= {"enum", "const"}:
             if any(isinstance(v, (dict, list)) for v in excluded(n)):
                 self.report.unsupported("'not' of object or array values", m, "not")
             return set()  # enforced per type: see excluded_values()

@@ -9,10 +9,10 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
-from automask.errors import GrammarError
 from automask.regex import nodes as rx
 from automask.schema.lowering import Report
-from automask.schema.subschema import Subschema, is_number, pointer
+from automask.schema.subschema import Subschema
+from automask.schema.views import number_view
 
 
 class NumberKeywords:
@@ -26,36 +26,15 @@ class NumberKeywords:
         lo_x = hi_x = False
         mult = None
         for m in members:
-            s = m.schema
-            for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                       "multipleOf"):
-                v = s.get(kw)
-                if v is None or isinstance(v, bool):
-                    continue
-                if not isinstance(v, (int, float)):
-                    raise GrammarError(f"{kw} must be a number", pointer(m, kw))
-            if s.get("exclusiveMinimum") is True and "minimum" in s:  # draft-04
-                cand = [(decimal_of(s["minimum"]), True)]
-            else:
-                cand = [(decimal_of(s["minimum"]), False)] if is_number(s.get("minimum")) else []
-                if is_number(s.get("exclusiveMinimum")):
-                    cand.append((decimal_of(s["exclusiveMinimum"]), True))
-            for v, x in cand:
+            view = number_view(m)
+            for v, x in view.lower:
                 if lo is None or v > lo or (v == lo and x):
                     lo, lo_x = v, x
-            if s.get("exclusiveMaximum") is True and "maximum" in s:
-                cand = [(decimal_of(s["maximum"]), True)]
-            else:
-                cand = [(decimal_of(s["maximum"]), False)] if is_number(s.get("maximum")) else []
-                if is_number(s.get("exclusiveMaximum")):
-                    cand.append((decimal_of(s["exclusiveMaximum"]), True))
-            for v, x in cand:
+            for v, x in view.upper:
                 if hi is None or v < hi or (v == hi and x):
                     hi, hi_x = v, x
-            if is_number(s.get("multipleOf")):
-                v = decimal_of(s["multipleOf"])
-                if v <= 0:
-                    raise GrammarError("multipleOf must be > 0", pointer(m, "multipleOf"))
+            if view.multiple_of is not None:
+                v = view.multiple_of
                 if mult is None:
                     mult = v
                 elif mult == mult.to_integral_value() and v == v.to_integral_value():
@@ -72,7 +51,7 @@ class NumberKeywords:
         from automask.schema import number_multiples
 
         node = self.bounded_number(members, integer)
-        excluded = [m.schema["~notMultipleOf"] for m in members if "~notMultipleOf" in m.schema]
+        excluded = [v for m in members if (v := number_view(m).not_multiple_of) is not None]
         if excluded and node is not rx.EMPTY:
             node = rx.intersect(node, *(number_multiples.non_multiple_node(v) for v in excluded))
         return node
@@ -107,10 +86,6 @@ def is_multiple(v: Decimal, m: Decimal) -> bool:
     1e308 by 0.123456789)."""
     return Fraction(v) % Fraction(m) == 0
 
-
-
-def decimal_of(v) -> Decimal:
-    return Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
 
 
 def number_bounds(lo, lo_x, hi, hi_x) -> dict:

@@ -15,21 +15,20 @@ from automask.regex.parser import parse_regex_search
 from automask.schema.annotations import Annotations
 from automask.schema.json_text import ANY_TEXT, repeat_with_sep, separated, string_node
 from automask.schema.lowering import Conjoin, Report
+from automask.schema.shapes import KeyOutside, keyword_names, shape_of
 from automask.schema.strings import Strings
 from automask.schema.subschema import (
     ANNOTATIONS,
     Subschema,
-    count,
-    default_additional,
     escape,
-    pattern_properties,
     pointer,
 )
 from automask.schema.values import enumerated
+from automask.schema.views import ObjectView, object_view
 
 # What a propertyNames schema may hold (after expansion): string keywords and values.
 NAME_KEYWORDS = ANNOTATIONS | {"type", "pattern", "minLength", "maxLength", "format", "enum",
-                               "const", "not", "$ref", "allOf", "~ref"}
+                               "const", "not", "$ref", "allOf", "embedded"}
 MAX_COUNTED_EXTRAS = 16  # maxProperties up to which a needed extra key is counted
 
 
@@ -53,24 +52,18 @@ class Objects:
         required: dict[str, None] = {}
         min_p, max_p = 0, None
         names_node = ANY_TEXT
-        for m in members:
-            s = m.schema
-            props = s.get("properties", {})
-            if not isinstance(props, dict):
-                raise GrammarError("properties must be an object", pointer(m, "properties"))
-            order.update(dict.fromkeys(props))
-            req = s.get("required", [])
-            if not isinstance(req, list):
-                raise GrammarError("required must be an array", pointer(m, "required"))
-            required.update(dict.fromkeys(req))  # strings (check_keywords)
-            if "minProperties" in s:
-                min_p = max(min_p, count(s["minProperties"], m, "minProperties"))
-            if "maxProperties" in s:
-                v = count(s["maxProperties"], m, "maxProperties")
+        views = [(m, object_view(m, self.strict)) for m in members]
+        for m, view in views:
+            order.update(dict.fromkeys(view.properties))
+            required.update(dict.fromkeys(view.required))  # strings (check_keywords)
+            if view.min_properties is not None:
+                min_p = max(min_p, view.min_properties)
+            if view.max_properties is not None:
+                v = view.max_properties
                 max_p = v if max_p is None else min(max_p, v)
-            if "propertyNames" in s:
+            if view.has_property_names:
                 names_node = rx.intersect(names_node, self.names_admitted(
-                    Subschema(m.uri + "/propertyNames", s["propertyNames"], m.base)))
+                    Subschema(m.uri + "/propertyNames", view.property_names, m.base)))
         order.update(required)
         # Declared keys: each member constrains the value by properties, else by matching
         # patternProperties, else by additionalProperties.
@@ -84,8 +77,8 @@ class Objects:
                 continue
             value_members: list[Subschema] = []
             forbidden = False
-            for m in members:
-                subs = self.value_schemas_for_key(m, k)
+            for m, view in views:
+                subs = self.value_schemas_for_key(m, view, k)
                 if subs is None:
                     forbidden = True
                     break
@@ -95,9 +88,9 @@ class Objects:
                     return Terminal(rx.EMPTY)
                 continue
             declared.append((k, self.conj.conj_ref(value_members), k in required))
-        extras = self.extra_classes(members, list(order), names_node)
-        needs = tuple(self.outside_region(m.schema["~keyOutside"], m)
-                      for m in members if "~keyOutside" in m.schema)
+        extras = self.extra_classes(views, list(order), names_node)
+        needs = tuple(self.outside_region(view.key_outside, m) for m, view in views
+                      if view.key_outside is not None)
         if extras and min_p > len(declared) + 1:
             # Extra keys may repeat (JSON allows it) and a repeated key counts once in the
             # parsed object, so extra keys are only sure to add one distinct key.
@@ -119,11 +112,12 @@ class Objects:
         for x in sub:
             s = x.schema
             n = s.get("not", {})
-            if (set(s) - allowed or s.get("type", "string") != "string"
-                    or not isinstance(n, dict) or set(n) - ANNOTATIONS - {"enum", "const"}):
-                embedded = pn.schema.get("~ref")  # a complement's: the user's position
+            if (keyword_names(s) - allowed or s.get("type", "string") != "string"
+                    or not isinstance(n, dict)
+                    or keyword_names(n) - ANNOTATIONS - {"enum", "const"}):
+                embedded = shape_of(pn.schema).embedded  # a complement's: the user's position
                 self.report.unsupported("propertyNames beyond string constraints",
-                                 embedded if isinstance(embedded, Subschema) else pn, None)
+                                        embedded if embedded is not None else pn, None)
                 if exact:  # lenient: the complement admits nothing (the strict side)
                     return ANY_TEXT
         values = enumerated(sub)
@@ -133,31 +127,31 @@ class Objects:
                 rx.literal(v.encode()) for v in values if isinstance(v, str)))
         return node
 
-    def outside_region(self, spec: dict, m: Subschema) -> rx.Node:
-        """The keys outside ``~keyOutside``'s names, (unanchored) patterns and the names
-        its ``admitted`` schema admits."""
-        region = utf8.text_except(list(spec.get("names", ())))
-        if spec.get("patterns"):
+    def outside_region(self, spec: KeyOutside, m: Subschema) -> rx.Node:
+        """The keys outside ``spec``'s names, (unanchored) patterns and the names its
+        ``admitted`` schema admits."""
+        region = utf8.text_except(list(spec.names))
+        if spec.patterns:
             region = rx.intersect(region, rx.complement(rx.alt_of(
-                self.key_pattern(p, m) for p in spec["patterns"])))
-        if "admitted" in spec:
+                self.key_pattern(p, m) for p in spec.patterns)))
+        if spec.admitted is not None:
             region = rx.intersect(region, rx.complement(self.names_admitted(
-                Subschema(m.uri + "/~keyOutside", spec["admitted"], m.base), exact=True)))
+                Subschema(m.uri + "/~keyOutside", spec.admitted, m.base), exact=True)))
         return region
 
-    def value_schemas_for_key(self, m: Subschema, key: str) -> list[Subschema] | None:
+    def value_schemas_for_key(self, m: Subschema, view: ObjectView,
+                              key: str) -> list[Subschema] | None:
         """What member ``m`` requires of the value of ``key`` (None: the key is forbidden)."""
-        s = m.schema
-        props = s.get("properties", {})
+        props = view.properties
         out = []
         if key in props:
             out.append(Subschema(f"{m.uri}/properties/{escape(key)}", props[key], m.base))
-        for pat, sub in pattern_properties(m).items():
+        for pat, sub in view.pattern_properties.items():
             if rx.matches(self.key_pattern(pat, m), key.encode("utf-8")):
                 out.append(Subschema(f"{m.uri}/patternProperties/{escape(pat)}", sub, m.base))
         if out:
             return out
-        add = s.get("additionalProperties", default_additional(s, self.strict))
+        add = view.additional
         if add is False:
             return None
         return [Subschema(f"{m.uri}/additionalProperties", add, m.base)]
@@ -172,19 +166,18 @@ class Objects:
             raise type(e)(f"patternProperties: {e.message}",
                           f"{where} {e.location or ''}".strip()) from None
 
-    def extra_classes(self, members: list[Subschema], declared: list[str],
+    def extra_classes(self, views: list[tuple[Subschema, ObjectView]], declared: list[str],
                       names_node: rx.Node) -> list[tuple[rx.Node, Expr]]:
         """Key classes for undeclared keys: (key regex, value expression), pairwise disjoint."""
         not_declared = utf8.text_except(declared)
         classes: list[tuple[rx.Node, list[Subschema]]] = [
             (not_declared if names_node is ANY_TEXT else rx.intersect(names_node, not_declared),
              [])]
-        for m in members:
-            s = m.schema
+        for m, view in views:
             # Key regions by the set of patterns they match (overlapping patterns give
             # regions that match several: their values meet every matching schema).
             regions: list[tuple[rx.Node, list[Subschema]]] = [(ANY_TEXT, [])]
-            for pat, sub in pattern_properties(m).items():
+            for pat, sub in view.pattern_properties.items():
                 node = self.key_pattern(pat, m)
                 pm = Subschema(f"{m.uri}/patternProperties/{escape(pat)}", sub, m.base)
                 split = []
@@ -198,7 +191,7 @@ class Objects:
                 regions = split
                 if len(regions) > 256:
                     raise LimitExceeded("patternProperties overlap in too many ways")
-            add = s.get("additionalProperties", default_additional(s, self.strict))
+            add = view.additional
             parts = [(region, subs) for region, subs in regions if subs]
             rest = [region for region, subs in regions if not subs]
             if add is not False and rest:

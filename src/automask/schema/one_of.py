@@ -11,6 +11,7 @@ from automask.errors import GrammarError
 from automask.grammar.ir import Choice, Expr, Terminal
 from automask.regex import nodes as rx
 from automask.schema.lowering import Conjoin
+from automask.schema.shapes import keyword_names
 from automask.schema.subschema import (
     ANNOTATIONS,
     TYPES,
@@ -25,7 +26,7 @@ from automask.schema.values import enumerated
 OBJECT_KEYWORDS = frozenset({
     "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
     "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
-    "unevaluatedProperties", "~keyOutside"})
+    "unevaluatedProperties", "key_outside"})
 ARRAY_KEYWORDS = frozenset({
     "items", "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
     "minItems", "maxItems", "uniqueItems", "unevaluatedItems"})
@@ -44,7 +45,7 @@ INERT_FOR = {t: ANNOTATIONS | (TYPE_KEYWORDS - own) for t, own in {
 def holds_for_all(schema, t: str) -> bool:
     """Whether ``schema`` surely holds for every value of type ``t``: ``true``, or only
     annotations and keywords of other types (False when unsure)."""
-    return schema is True or isinstance(schema, dict) and set(schema) <= INERT_FOR[t]
+    return schema is True or isinstance(schema, dict) and keyword_names(schema) <= INERT_FOR[t]
 
 
 

@@ -1,8 +1,7 @@
 """References: ``$id`` bases, anchors, ``$ref`` and ``$dynamicRef`` with its dynamic scope.
 
-:class:`References` is a part of the schema compiler (a mixin): it indexes the
-document's resources and anchors, resolves references to members, and tracks
-the dynamic scope that ``$dynamicRef`` reads.
+:class:`References` indexes the document's resources and anchors, resolves
+references to subschemas, and tracks the dynamic scope that ``$dynamicRef`` reads.
 """
 
 from __future__ import annotations

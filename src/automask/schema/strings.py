@@ -10,8 +10,8 @@ from automask.regex import nodes as rx
 from automask.regex.parser import parse_regex_search
 from automask.schema.json_text import ANY_CHAR, ANY_TEXT, string_node
 from automask.schema.lowering import Report
-from automask.schema.subschema import ANNOTATIONS, Subschema, count, pointer
-from automask.schema.values import excluded
+from automask.schema.subschema import Subschema, pointer
+from automask.schema.views import string_view
 
 
 class Strings:
@@ -28,36 +28,29 @@ class Strings:
         those by hashing, not by a complement of thousands of literals)."""
         parts = [ANY_TEXT]
         for m in members:
-            s = m.schema
-            lo, hi = s.get("minLength"), s.get("maxLength")
-            if lo is not None or hi is not None:
-                lo_i = count(lo, m, "minLength") if lo is not None else 0
-                hi_i = count(hi, m, "maxLength") if hi is not None else None
-                parts.append(rx.EMPTY if hi_i is not None and hi_i < lo_i
-                             else rx.repeat(ANY_CHAR, lo_i, hi_i))
-            if "pattern" in s:
-                if not isinstance(s["pattern"], str):
-                    raise GrammarError("pattern must be a string", pointer(m, "pattern"))
+            view = string_view(m)
+            if view.lengths is not None:
+                lo, hi = view.lengths
+                parts.append(rx.EMPTY if hi is not None and hi < lo
+                             else rx.repeat(ANY_CHAR, lo, hi))
+            if view.pattern is not None:
                 try:
-                    parts.append(parse_regex_search(s["pattern"]))
+                    parts.append(parse_regex_search(view.pattern))
                 except GrammarError as e:
                     raise type(e)(f"pattern: {e.message}",
                                   f"{pointer(m, 'pattern')} {e.location or ''}".strip()
                                   ) from None
-            if "format" in s:
-                node = self.format(s["format"], m)
+            if view.has_format:
+                node = self.format(view.format, m)
                 if node is not None:
                     parts.append(node)
-            if "~notString" in s:
-                inner = self.string_constraints([Subschema(m.uri + "/~s", s["~notString"],
+            if view.not_string is not None:
+                inner = self.string_constraints([Subschema(m.uri + "/~s", view.not_string,
                                                            m.base)])
                 parts.append(rx.complement(inner))
-            n = s.get("not")
-            if exclusions and isinstance(n, dict) and set(n) - ANNOTATIONS <= {"enum", "const"}:
-                gone = [v for v in excluded(n) if isinstance(v, str)]
-                if gone:
-                    parts.append(rx.complement(rx.alt_of(
-                        rx.literal(v.encode("utf-8")) for v in gone)))
+            if exclusions and view.excluded:
+                parts.append(rx.complement(rx.alt_of(
+                    rx.literal(v.encode("utf-8")) for v in view.excluded)))
         return rx.intersect(*parts) if len(parts) > 1 else parts[0]
 
     def string(self, members: list[Subschema]) -> rx.Node:

@@ -16,7 +16,6 @@ ANNOTATIONS = frozenset({
     "$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "contentEncoding", "contentMediaType", "contentSchema", "$dynamicAnchor",
-    "~open",  # internal: a schema the compiler wrote (see opened)
 })
 
 
@@ -27,11 +26,6 @@ class Subschema:
     uri: str  # base URI + "#" + JSON pointer: identifies the position
     schema: Any
     base: str = field(compare=False)
-
-
-def negated(m: Subschema) -> Subschema:
-    """A member that holds where ``m`` fails."""
-    return Subschema(m.uri + "/~!", {"not": {"~ref": m}, "~open": True}, m.base)
 
 
 def escape(key: str) -> str:
@@ -130,21 +124,6 @@ def rest_items(s: dict):
     return None, "items"
 
 
-def opened(x):
-    """A schema the compiler wrote, marked open at every level (``strict`` leaves it)."""
-    if not isinstance(x, dict):
-        return x
-    out = dict(x, **{"~open": True})
-    for k, v in x.items():
-        if k in ("not", "items", "contains"):
-            out[k] = opened(v)
-        elif k in ("allOf", "anyOf", "oneOf", "prefixItems"):
-            out[k] = [opened(e) for e in v]
-        elif k == "properties":
-            out[k] = {name: opened(e) for name, e in v.items()}
-    return out
-
-
 def pattern_properties(m: Subschema) -> dict:
     """``m``'s ``patternProperties`` (an empty dict when absent)."""
     pp = m.schema.get("patternProperties") or {}
@@ -153,8 +132,3 @@ def pattern_properties(m: Subschema) -> dict:
                            pointer(m, "patternProperties"))
     return pp
 
-
-def default_additional(s: dict, strict: bool) -> bool:
-    """An absent ``additionalProperties``: false under ``strict``, except in the schemas
-    the compiler writes itself (complements, rewrites), which must stay exact."""
-    return not strict or bool(s.get("~open"))

@@ -5,6 +5,7 @@ excludes.
 from __future__ import annotations
 
 from automask.errors import GrammarError
+from automask.schema.shapes import keyword_names
 from automask.schema.subschema import ANNOTATIONS, Subschema, json_key, pointer
 
 
@@ -47,7 +48,7 @@ def simple_not(n) -> bool:
         return True
     if not isinstance(n, dict):
         return False
-    kws = set(n) - ANNOTATIONS
+    kws = keyword_names(n) - ANNOTATIONS
     if kws <= {"type"}:
         return True
     return kws <= {"enum", "const"} and not any(
