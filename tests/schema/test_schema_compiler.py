@@ -579,7 +579,7 @@ def test_json_keys_equal_exactly_where_values_are_equal():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from automask.schema.members import _json_key
+    from automask.schema.subschema import json_key as _json_key
 
     def json_equal(a, b) -> bool:
         if isinstance(a, bool) or isinstance(b, bool):

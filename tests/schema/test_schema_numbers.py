@@ -18,15 +18,13 @@ from hypothesis import strategies as st
 
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
 from automask.regex import nodes as rx
-from automask.schema import numbers
-from automask.schema.numbers import (
-    MANTISSA_DECADES,
+from automask.schema import number_multiples, numbers
+from automask.schema.number_multiples import (
     UNBOUNDED_MULTIPLE_DIGITS,
     decimal_multiple_node,
     integer_multiple_node,
-    integer_node,
-    number_node,
 )
+from automask.schema.numbers import MANTISSA_DECADES, integer_node, number_node
 
 NUMBER_RE = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 INTEGER_RE = re.compile(r"-?(0|[1-9][0-9]*)")
@@ -368,7 +366,7 @@ def test_decimal_multiple_exact(m, kw, data):
 def test_non_multiples_never_match_a_multiple(m, data):
     """``not: {multipleOf}``: sound (no multiple, in any spelling), and complete on the
     texts without exponent and with at most UNBOUNDED_MULTIPLE_DIGITS integer digits."""
-    node = numbers.non_multiple_node(Decimal(m))
+    node = number_multiples.non_multiple_node(Decimal(m))
     texts = data.draw(st.lists(decimal_texts() | number_texts(), min_size=10, max_size=30))
     step = Fraction(Decimal(m))
     texts += [str(Decimal(k) * Decimal(m)) for k in data.draw(
@@ -381,7 +379,7 @@ def test_non_multiples_never_match_a_multiple(m, data):
             assert not multiple, (m, text)
         elif not multiple:
             integer_digits = len(text.lstrip("-").split(".")[0].lower().split("e")[0])
-            assert "e" in text.lower() or integer_digits > numbers.UNBOUNDED_MULTIPLE_DIGITS, \
+            assert "e" in text.lower() or integer_digits > UNBOUNDED_MULTIPLE_DIGITS, \
                 (m, text)
 
 

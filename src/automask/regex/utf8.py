@@ -149,7 +149,7 @@ def _text_except(words: tuple[str, ...]) -> rx.Node:
     try:
         return build(words)
     finally:
-        build = None  # type: ignore[assignment]  # a recursive closure: see _SchemaCompiler.object_body
+        build = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body (schema)
 
 
 # uid of a text_except node (or of one of its subtries) -> the words it leaves out

@@ -1,6 +1,6 @@
-"""Arrays with item counts that need more than a repetition: ``contains`` with
-``minContains``/``maxContains`` (one or several), and ``uniqueItems`` over items
-with finitely many values.
+"""Array keywords: ``prefixItems``/``items`` (and the draft-07 array form with
+``additionalItems``), item counts, ``contains`` with ``minContains``/``maxContains`` (one
+or several), and ``uniqueItems`` over items with finitely many values.
 """
 
 from __future__ import annotations
@@ -8,20 +8,112 @@ from __future__ import annotations
 from automask.errors import LimitExceeded
 from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal
 from automask.regex import nodes as rx
-from automask.schema.members import (
+from automask.schema.annotations import Annotations
+from automask.schema.json_text import repeat_with_sep, separated
+from automask.schema.lowering import Conjoin, Report
+from automask.schema.shapes import negated
+from automask.schema.subschema import (
     TYPES,
-    Member,
-    _json_key,
-    _json_type,
-    _negated,
-    _types_of,
+    Subschema,
+    json_key,
+    json_type,
+    types_of,
 )
+from automask.schema.values import enumerated
+from automask.schema.views import array_view
 
 
-class CountedArrays:
-    """Array constructions for the schema compiler (a mixin)."""
+class Arrays:
+    """The array keywords of a conjunction."""
 
-    def unique_array(self, m: Member, min_i: int, max_i: int | None, prefix_len: int,
+    def __init__(self, conj: Conjoin, annotations: Annotations, report: Report):
+        self.conj = conj
+        self.json = conj.json
+        self.rules = conj.rules
+        self.annotations = annotations
+        self.report = report
+
+    def array(self, members: list[Subschema]) -> Expr:
+        members = members + self.annotations.evaluated(members, "unevaluatedItems")
+        js = self.json
+        min_i, max_i = 0, None
+        prefix_len = 0
+        views = [(m, array_view(m)) for m in members]
+        for _m, view in views:
+            if view.min_items is not None:
+                min_i = max(min_i, view.min_items)
+            if view.max_items is not None:
+                max_i = view.max_items if max_i is None else min(max_i, view.max_items)
+            prefix_len = max(prefix_len, len(view.prefix))
+
+        def at_members(i: int | None) -> list[Subschema] | None:
+            """What the item at position i must satisfy (None: beyond every prefix;
+            returns None when no item may be there)."""
+            subs: list[Subschema] = []
+            for m, view in views:
+                if i is not None and i < len(view.prefix):
+                    subs.append(Subschema(f"{m.uri}/{view.prefix_keyword}/{i}", view.prefix[i],
+                                          m.base))
+                    continue
+                if view.rest is False:
+                    return None
+                if view.rest is not None:
+                    subs.append(Subschema(f"{m.uri}/{view.rest_keyword}", view.rest, m.base))
+            return subs
+
+        def at(i: int | None) -> Expr | None:
+            """The item expression at position i (None: beyond every prefix)."""
+            subs = at_members(i)
+            if subs is None:
+                return None
+            return js.lead(self.conj.conj_ref(subs) if subs else js.any_value())
+
+        counts = [(m, view.min_contains, view.max_contains) for m, view in views
+                  if view.has_contains and (view.min_contains or view.max_contains is not None)]
+        unique = [m for m, view in views if view.unique]
+        if unique:
+            if counts:
+                self.report.unsupported("uniqueItems with contains counts", unique[0],
+                                        "uniqueItems")
+            else:
+                found = self.unique_array(unique[0], min_i, max_i, prefix_len, at_members)
+                if found is not None:
+                    return found
+        if len(counts) == 1:
+            m, lo, hi = counts[0]
+            return self.counted_array(members, m, lo, hi, min_i, max_i, prefix_len,
+                                      at_members)
+        if counts:
+            return self.multi_counted_array(counts, min_i, max_i, prefix_len, at_members)
+
+        def tail(i: int, first: bool) -> Expr:
+            """Items from the i-th on; ``first``: none written yet, and (see
+            JsonPieces.enclose) at least one must be."""
+            done = rx.EPS if i >= min_i and not first else rx.EMPTY
+            if max_i is not None and i >= max_i:
+                return Terminal(done)
+            if i < prefix_len:
+                item = at(i)
+                if item is None:
+                    return Terminal(done)
+                head = item if first else Seq((js.item_sep(), item))
+                more = Seq((head, tail(i + 1, False)))
+                return Choice((Terminal(done), more)) if done is rx.EPS else more
+            item = at(None)
+            lo = max(min_i - i, 1 if first else 0)
+            hi = None if max_i is None else max_i - i
+            if item is None:
+                return Terminal(rx.EPS if lo == 0 else rx.EMPTY)
+            if first:
+                return separated(item, js.item_sep(), lo, hi)
+            return repeat_with_sep(item, js.item_sep(), lo, hi)
+
+        try:
+            return js.enclose("[", tail(0, True), "]", min_i == 0)
+        finally:
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
+
+    def unique_array(self, m: Subschema, min_i: int, max_i: int | None, prefix_len: int,
                      at_members) -> Expr | None:
         """``uniqueItems`` where every item has finitely many possible values (enum,
         const, booleans, null): arrays of pairwise distinct values, each item also meeting
@@ -35,7 +127,7 @@ class CountedArrays:
         sep = js.item_sep()
         values: list = []  # every candidate value, once (JSON equality)
         index: dict = {}  # its JSON key -> its place in values
-        domains: dict[int | None, tuple[list[Member], list[int]] | None] = {}
+        domains: dict[int | None, tuple[list[Subschema], list[int]] | None] = {}
 
         def domain(i: int | None):
             if i not in domains:
@@ -43,16 +135,16 @@ class CountedArrays:
                 if subs is None:
                     domains[i] = None
                     return None
-                expanded = self.expand(subs)
-                cands = [] if expanded is None else self.enumerated(expanded)
+                expanded = self.conj.expand(subs)
+                cands = [] if expanded is None else enumerated(expanded)
                 if cands is None:
-                    types = _types_of([x.schema for x in expanded], set(TYPES))
+                    types = types_of([x.schema for x in expanded or ()], set(TYPES))
                     if not types <= {"null", "boolean"}:
                         raise _Infinite
-                    cands = [v for v in (None, True, False) if _json_type(v) in types]
+                    cands = [v for v in (None, True, False) if json_type(v) in types]
                 ids = []
                 for v in cands:
-                    k = index.setdefault(_json_key(v), len(values))
+                    k = index.setdefault(json_key(v), len(values))
                     if k == len(values):
                         values.append(v)
                     ids.append(k)
@@ -64,7 +156,7 @@ class CountedArrays:
             for i in range(prefix_len):
                 domain(i)
         except _Infinite:
-            self.unsupported("uniqueItems on items with infinitely many values", m,
+            self.report.unsupported("uniqueItems on items with infinitely many values", m,
                              "uniqueItems")
             return None
         memo: dict[tuple[int, frozenset[int]], Expr] = {}
@@ -84,7 +176,7 @@ class CountedArrays:
                 for k in ids:
                     if k in used:
                         continue
-                    item = js.lead(self.conj_ref(subs + [Member(
+                    item = js.lead(self.conj.conj_ref(subs + [Subschema(
                         f"{m.uri}/~unique/{k}", {"const": values[k]}, m.base)]))
                     options.append(Seq((item if i == 0 else Seq((sep, item)),
                                         tail(i + 1, used | {k}))))
@@ -96,19 +188,21 @@ class CountedArrays:
         try:
             return js.enclose("[", tail(0, frozenset()), "]", min_i == 0)
         finally:
-            tail = None  # a recursive closure: see _SchemaCompiler.object_body
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
 
-    def multi_counted_array(self, counts: list[tuple[Member, int, int | None]], min_i: int,
+    def multi_counted_array(self, counts: list[tuple[Subschema, int, int | None]], min_i: int,
                             max_i: int | None, prefix_len: int, at_members) -> Expr:
         """Several ``contains`` at once: each item is credited to a set of them (it must
         match those; it must fail those with a ``maxContains``, whose counts are exact),
         and the state is the count per ``contains``, capped where it stops mattering."""
         if len(counts) > 3:
-            self.unsupported("more than 3 contains at one position", counts[3][0], "contains")
+            self.report.unsupported("more than 3 contains at one position", counts[3][0],
+                                    "contains")
             counts = counts[:3]  # lenient: the others are ignored
         js = self.json
         sep = js.item_sep()
-        hits = [Member(m.uri + "/contains", m.schema["contains"], m.base) for m, _, _ in counts]
+        hits = [Subschema(m.uri + "/contains", array_view(m).contains, m.base)
+                for m, _, _ in counts]
         steady = max(prefix_len, min_i)
         memo: dict[tuple, Expr] = {}
         kinds_memo: dict[int | None, list | None] = {}
@@ -123,10 +217,10 @@ class CountedArrays:
                     out = []
                     for mask in range(1 << len(counts)):
                         flags = tuple(mask >> t & 1 for t in range(len(counts)))
-                        extra = [hits[t] if f else _negated(hits[t])
+                        extra = [hits[t] if f else negated(hits[t])
                                  for t, f in enumerate(flags)
                                  if f or counts[t][2] is not None]
-                        out.append((flags, js.lead(self.conj_ref(subs + extra)
+                        out.append((flags, js.lead(self.conj.conj_ref(subs + extra)
                                                    if subs or extra else js.any_value())))
                     kinds_memo[i] = out
             return kinds_memo[i]
@@ -163,9 +257,9 @@ class CountedArrays:
         try:
             return js.enclose("[", tail(0, (0,) * len(counts), True), "]", empty)
         finally:
-            tail = None  # a recursive closure: see _SchemaCompiler.object_body
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
 
-    def counted_array(self, members: list[Member], m: Member, lo: int, hi: int | None,
+    def counted_array(self, members: list[Subschema], m: Subschema, lo: int, hi: int | None,
                       min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
         """An array with ``lo..hi`` items matching ``contains`` (exact: with a ``hi``, the
         other items are the complement of ``contains``), item counts and prefixes."""
@@ -173,7 +267,7 @@ class CountedArrays:
         if hi is not None and hi < lo:
             return Terminal(rx.EMPTY)
         sep = js.item_sep()
-        hit_m = Member(m.uri + "/contains", m.schema["contains"], m.base)
+        hit_m = Subschema(m.uri + "/contains", array_view(m).contains, m.base)
         steady = max(prefix_len, min_i)  # from here on positions are alike (no maxItems)
         memo: dict[tuple[int, int, bool], Expr] = {}
         budget = 4096
@@ -183,9 +277,9 @@ class CountedArrays:
             subs = at_members(i)
             if subs is None:
                 return None
-            anything = js.lead(self.conj_ref(subs) if subs else js.any_value())
-            hit = js.lead(self.conj_ref(subs + [hit_m]))
-            miss = (js.lead(self.conj_ref(subs + [_negated(hit_m)])) if hi is not None
+            anything = js.lead(self.conj.conj_ref(subs) if subs else js.any_value())
+            hit = js.lead(self.conj.conj_ref(subs + [hit_m]))
+            miss = (js.lead(self.conj.conj_ref(subs + [negated(hit_m)])) if hi is not None
                     else anything)
             return anything, hit, miss
 
@@ -245,7 +339,7 @@ class CountedArrays:
         try:
             return js.enclose("[", tail(0, 0, True), "]", min_i == 0 and lo == 0)
         finally:
-            tail = None  # a recursive closure: see _SchemaCompiler.object_body
+            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
 
 
 class _Infinite(Exception):

@@ -10,20 +10,22 @@ together (``minimum`` with a draft-04 ``exclusiveMinimum``, ``prefixItems``
 with ``items``, ``contains`` with its counts, ``if`` with ``then``/``else``)
 are complemented as groups.
 
-The result is a list of *branches*, each one schema (a plain dict the
-compiler compiles like any other, with four internal keywords: ``~ref`` embeds
-a subschema at its own position, ``~notString`` holds string keywords that
-must *not* all hold, ``~notMultipleOf`` a number the value is not a multiple of,
-``~keyOutside`` the ``names``, ``patterns`` and ``admitted`` names (a subschema)
-of which an object has some key outside: the complements of
-``additionalProperties: false`` and of ``propertyNames``).
+The result is a list of *branches*, each one schema (a dict the compiler
+compiles like any other; where no JSON Schema keyword says it, a
+:class:`~automask.schema.shapes.Written` schema with a typed requirement:
+an embedded subschema at its own position, string keywords that must *not* all
+hold (:class:`~automask.schema.shapes.NotString`), a number the value is not a
+multiple of (:class:`~automask.schema.shapes.NotMultipleOf`), or names, patterns
+and admitted names (a subschema) of which an object has some key outside
+(:class:`~automask.schema.shapes.KeyOutside`: the complements of
+``additionalProperties: false`` and of ``propertyNames``)).
 A keyword whose complement is not expressible raises :class:`Inexpressible`
 with the keyword: a complement that admits more than it should accepts invalid
-values. One admits less: ``~notMultipleOf`` leaves out texts with an exponent
+values. One admits less: ``NotMultipleOf`` leaves out texts with an exponent
 (see :func:`automask.schema.numbers.non_multiple_node`), which is sound, since
 complements are taken of schemas only, never of what the compiler made of one.
 
-``$ref``/``allOf``/``~ref`` are not complemented here: the compiler expands
+``$ref``/``allOf``/an embedded subschema are not complemented here: the compiler expands
 them first and unions the complements of every member of the expansion.
 """
 
@@ -31,16 +33,81 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from automask.schema.members import ANNOTATIONS
+from automask.schema.lowering import Conjoin, Report
+from automask.schema.shapes import (
+    KeyOutside,
+    NotMultipleOf,
+    NotString,
+    Shape,
+    Written,
+    embed,
+    keyword_names,
+    opened,
+    shape_of,
+    unembedded,
+    with_keywords,
+)
+from automask.schema.subschema import ANNOTATIONS, Subschema, escape
 
 STRING_KEYWORDS = ("minLength", "maxLength", "pattern")
 NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # Keywords that expansion follows (their complement is that of what they bring in).
-EXPANDED = ("$ref", "$dynamicRef", "allOf", "~ref", "if", "then", "else", "dependentRequired",
+# (An embedded subschema, a written schema's, is followed too: see ``without``.)
+EXPANDED = ("$ref", "$dynamicRef", "allOf", "if", "then", "else", "dependentRequired",
             "dependentSchemas", "dependencies")
 
-Sub = Callable[..., dict]
-"""``sub("properties", "a")``: the subschema at that path, embedded in place (``~ref``)."""
+Sub = Callable[..., Written]
+"""``sub("properties", "a")``: the subschema at that path, embedded in place."""
+
+
+def negation(conj: Conjoin, report: Report, operand: Subschema) -> list[list[Subschema]]:
+    """The complement of ``operand`` as a union of conjunctions (see complement.py)."""
+    members = conj.expand([operand])
+    if members is None:
+        return [[]]  # not false: anything
+    out: list[list[Subschema]] = []
+    for x in members:
+        conj.check_keywords(x)
+
+        def sub(*path, x=x) -> Written:
+            node = x.schema
+            for p in path:
+                node = node[p]
+            return embed(Subschema(x.uri + "".join(f"/{escape(str(p))}" for p in path),
+                                   node, x.base))
+
+        schema = without(x.schema)
+        while True:
+            try:
+                branches = complement(schema, sub)
+                break
+            except Inexpressible as e:
+                # lenient: drop the keyword from the operand (a smaller complement)
+                report.unsupported(f"'not' of {e.keyword}", x, e.keyword)
+                schema = with_keywords(schema, {k: v for k, v in schema.items()
+                                                if k != e.keyword})
+        for k, b in enumerate(branches):
+            if b is True:
+                out.append([])
+            else:
+                out.append([Subschema(f"{x.uri}/~neg{k}", opened(b), x.base)])
+    return out
+
+
+def without(schema: dict, kw: str | None = None) -> dict:
+    """``schema`` less ``kw`` and the keywords that expansion has followed (``$ref``,
+    ``allOf``, an embedded subschema, and the conditionals it rewrote into members of
+    their own)."""
+    return unembedded(schema, {k: v for k, v in schema.items()
+                               if k != kw and k not in EXPANDED})
+
+
+def expanded(m: Subschema) -> Subschema:
+    """``m`` without the keywords that :meth:`expand` has already followed."""
+    if not any(k in m.schema for k in EXPANDED) and shape_of(m.schema).embedded is None:
+        return m
+    return Subschema(m.uri + "/~", without(m.schema), m.base)
+
 
 
 class Inexpressible(Exception):
@@ -84,20 +151,23 @@ def _strings(s: dict) -> list[dict]:
         # Format nodes are sound, not complete (some valid spellings are left out),
         # so their complement would accept valid strings.
         raise Inexpressible("format")
-    if "~notString" in s:
-        return [{"type": "string", **s["~notString"]}]
+    not_string = shape_of(s).not_string
+    if not_string is not None:
+        return [{"type": "string", **not_string.keywords}]
     kws = {k: s[k] for k in STRING_KEYWORDS if k in s}
     if not kws or kws == {"minLength": 0}:
         return []
-    return [{"type": "string", "~notString": kws}]
+    return [Written({"type": "string"}, shape=Shape(not_string=NotString(kws)))]
 
 
 def _numbers(s: dict) -> list[dict]:
     out: list[dict] = []
     if _num(s.get("multipleOf")):
-        out.append({"type": "number", "~notMultipleOf": s["multipleOf"]})
-    if "~notMultipleOf" in s:
-        out.append({"type": "number", "multipleOf": s["~notMultipleOf"]})
+        out.append(Written({"type": "number"},
+                           shape=Shape(not_multiple_of=NotMultipleOf(s["multipleOf"]))))
+    not_multiple_of = shape_of(s).not_multiple_of
+    if not_multiple_of is not None:
+        out.append({"type": "number", "multipleOf": not_multiple_of.divisor})
     lows, highs = [], []
     if s.get("exclusiveMinimum") is True and _num(s.get("minimum")):  # draft-04
         lows.append((s["minimum"], True))
@@ -139,18 +209,19 @@ def _objects(s: dict, sub: Sub) -> list[dict]:
             raise Inexpressible("additionalProperties")
         # Some key that neither a property nor a pattern names (the patterns' values
         # are trivial here, or the line above raised).
-        out.append({"type": "object", "~keyOutside": {
-            "names": list(props) if isinstance(props, dict) else [],
-            "patterns": list(pattern) if isinstance(pattern, dict) else []}})
+        out.append(Written({"type": "object"}, shape=Shape(key_outside=KeyOutside(
+            names=tuple(props) if isinstance(props, dict) else (),
+            patterns=tuple(pattern) if isinstance(pattern, dict) else ()))))
     if "propertyNames" in s and not _trivial(s["propertyNames"]):
         # Some key the names schema rejects (the compiler raises where that schema holds
         # more than string keywords, or a format: not exact to complement).
-        out.append({"type": "object",
-                    "~keyOutside": {"admitted": sub("propertyNames")}})
-    if _count(s.get("minProperties")):
-        out.append({"type": "object", "maxProperties": _count(s["minProperties"]) - 1})
-    if _count(s.get("maxProperties")) is not None:
-        out.append({"type": "object", "minProperties": _count(s["maxProperties"]) + 1})
+        out.append(Written({"type": "object"}, shape=Shape(key_outside=KeyOutside(
+            admitted=sub("propertyNames")))))
+    least, most = _count(s.get("minProperties")), _count(s.get("maxProperties"))
+    if least:
+        out.append({"type": "object", "maxProperties": least - 1})
+    if most is not None:
+        out.append({"type": "object", "minProperties": most + 1})
     for kw in ("dependentRequired", "dependencies"):
         deps = s.get(kw)
         if not isinstance(deps, dict):
@@ -172,10 +243,11 @@ def _objects(s: dict, sub: Sub) -> list[dict]:
 
 def _arrays(s: dict, sub: Sub) -> list[dict]:
     out: list[dict] = []
-    if _count(s.get("minItems")):
-        out.append({"type": "array", "maxItems": _count(s["minItems"]) - 1})
-    if _count(s.get("maxItems")) is not None:
-        out.append({"type": "array", "minItems": _count(s["maxItems"]) + 1})
+    least, most = _count(s.get("minItems")), _count(s.get("maxItems"))
+    if least:
+        out.append({"type": "array", "maxItems": least - 1})
+    if most is not None:
+        out.append({"type": "array", "minItems": most + 1})
     if isinstance(s.get("prefixItems"), list):
         prefix, kw, rest_kw = s["prefixItems"], "prefixItems", "items"
     elif isinstance(s.get("items"), list):
@@ -225,7 +297,7 @@ def _combinators(s: dict, sub: Sub) -> list[dict | bool]:
 
 def _trivial(v) -> bool:
     """Whether a subschema accepts everything (``true`` or only annotations)."""
-    return v is True or (isinstance(v, dict) and not set(v) - ANNOTATIONS)
+    return v is True or (isinstance(v, dict) and not keyword_names(v) - ANNOTATIONS)
 
 
 def _num(v) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded
@@ -102,11 +103,11 @@ def check_value(root) -> None:
     # (container, key, parent frame, depth, pointer length): the parent links give the
     # pointer of an error, and show a cycle (which always ends as nesting too deep).
     total = 1
-    stack = [(root, None, None, 1, 1)]
+    stack: list[tuple[Any, Any, Any, int, int]] = [(root, None, None, 1, 1)]
     while stack:
         frame = stack.pop()
         container, _, _, depth, length = frame
-        items = container.items() if isinstance(container, dict) else enumerate(container)
+        items: Any = container.items() if isinstance(container, dict) else enumerate(container)
         in_object = isinstance(container, dict)
         for key, value in items:
             if in_object and not (type(key) is str and key.isascii()):

@@ -168,7 +168,7 @@ def _leap_second_time() -> rx.Node:
     def two(n: int) -> rx.Node:
         return rx.literal(f"{n:02d}".encode())
 
-    def offsets(plus_h, plus_m, minus_h, minus_m, utc: bool) -> rx.Node:
+    def offsets(plus_h, plus_m, minus_h, minus_m, utc: bool | int) -> rx.Node:
         return rx.alt(rx.concat(rx.literal(b"+"), plus_h, rx.literal(b":"), plus_m),
                       rx.concat(rx.literal(b"-"), minus_h, rx.literal(b":"), minus_m),
                       zulu if utc else rx.EMPTY)
@@ -309,12 +309,13 @@ def _regex() -> rx.Node:
     quantifier = rx.optional(parse_regex(rf"(?:[*+?]|{_repeat_counts()})\??"))
     assertion = parse_regex(RE_ASSERTION)
     open_group, close, bar = parse_regex(r"\((?:\?:)?"), rx.literal(b")"), rx.literal(b"|")
-    alternatives = None
+    alternatives: rx.Node | None = None
     for _ in range(REGEX_DEPTH + 1):
         if alternatives is not None:
             atom = rx.alt(atom, rx.concat(open_group, alternatives, close))
         terms = rx.star(rx.alt(rx.concat(atom, quantifier), assertion))
         alternatives = rx.concat(terms, rx.star(rx.concat(bar, terms)))
+    assert alternatives is not None  # (the loop runs)
     return alternatives
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from automask.errors import GrammarError
@@ -222,7 +223,7 @@ class JsonPieces:
         return Terminal(literal_node(value))
 
 
-def _join(items: list[Expr], sep: Expr) -> Expr | None:
+def _join(items: Sequence[Expr], sep: Expr) -> Expr | None:
     if not items:
         return None
     out: list[Expr] = [items[0]]
@@ -240,6 +241,13 @@ def separated(element: Expr, sep: Expr, lo: int = 0, hi: int | None = None) -> E
     more = Repeat(Seq((sep, element)), max(lo - 1, 0), None if hi is None else hi - 1)
     some = Seq((element, more))
     return some if lo > 0 else Choice((Terminal(rx.EPS), some))
+
+
+def repeat_with_sep(item: Expr, sep: Expr, lo: int, hi: int | None) -> Expr:
+    """``(sep item)`` ``lo..hi`` times (the items after a first one)."""
+    if hi is not None and hi < lo:
+        return Terminal(rx.EMPTY)
+    return Repeat(Seq((sep, item)), lo, hi)
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,7 +11,7 @@ import math
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded
-from automask.schema.members import Member, _count, _escape, _num, _pointer
+from automask.schema.subschema import Subschema, count, escape, is_number, pointer
 
 COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
           "minContains", "maxContains")
@@ -30,53 +30,53 @@ SUBSCHEMA = ("additionalProperties", "additionalItems", "items", "contains", "no
              "else", "propertyNames", "unevaluatedProperties", "unevaluatedItems")
 
 
-def _check_values(m: Member) -> None:
+def check_values(m: Subschema) -> None:
     """Malformed keyword values raise wherever they are, not only where their type is
     possible (``{"type": "integer", "minLength": -1}`` is still a bad schema)."""
     s = m.schema
     for kw in COUNTS:
         if kw in s:
-            _count(s[kw], m, kw)
+            count(s[kw], m, kw)
     if "$schema" in s and not isinstance(s["$schema"], str):
         raise GrammarError("$schema must be a string (the URI of a dialect)",
-                           _pointer(m, "$schema"))
+                           pointer(m, "$schema"))
     for kw in ("$id", "$anchor", "$dynamicAnchor"):
         if kw in s and not isinstance(s[kw], str):
-            raise GrammarError(f"{kw} must be a string", _pointer(m, kw))
+            raise GrammarError(f"{kw} must be a string", pointer(m, kw))
     for kw in NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
         v = s.get(kw)
-        if kw in s and not _num(v) and not (isinstance(v, bool) and kw.startswith("excl")):
-            raise GrammarError(f"{kw} must be a number", _pointer(m, kw))
+        if kw in s and not is_number(v) and not (isinstance(v, bool) and kw.startswith("excl")):
+            raise GrammarError(f"{kw} must be a number", pointer(m, kw))
         if isinstance(v, float) and not math.isfinite(v):
             raise GrammarError(f"{kw} must be a finite number, not {v!r} (NaN and Infinity "
-                               "are not JSON values)", _pointer(m, kw))
+                               "are not JSON values)", pointer(m, kw))
     for kw, values in (("const", [s.get("const")]), ("enum", s.get("enum"))):
         if kw in s and isinstance(values, list):
             where = _non_finite(values)
             if where is not None:
-                at = _pointer(m, kw) + "".join(f"/{_escape(str(k))}" for k in where[kw == "const":])
+                at = pointer(m, kw) + "".join(f"/{escape(str(k))}" for k in where[kw == "const":])
                 raise GrammarError(f"{kw} holds {_path_value(values, where)!r}, which is not a "
                                    "JSON value (NaN and Infinity are not JSON numbers)", at)
     if "multipleOf" in s and s["multipleOf"] <= 0:
-        raise GrammarError("multipleOf must be > 0", _pointer(m, "multipleOf"))
+        raise GrammarError("multipleOf must be > 0", pointer(m, "multipleOf"))
     if "required" in s and not (isinstance(s["required"], list) and all(
             isinstance(k, str) for k in s["required"])):
-        raise GrammarError("required must be an array of strings", _pointer(m, "required"))
+        raise GrammarError("required must be an array of strings", pointer(m, "required"))
     for kw in SCHEMA_MAPS:
         if kw in s and not isinstance(s[kw], dict):
-            raise GrammarError(f"{kw} must be an object", _pointer(m, kw))
+            raise GrammarError(f"{kw} must be an object", pointer(m, kw))
     for kw in SCHEMA_LISTS:
         if kw in s and not (isinstance(s[kw], list) and s[kw]):
-            raise GrammarError(f"{kw} must be a non-empty array", _pointer(m, kw))
+            raise GrammarError(f"{kw} must be a non-empty array", pointer(m, kw))
     if "prefixItems" in s and not isinstance(s["prefixItems"], list):
-        raise GrammarError("prefixItems must be an array", _pointer(m, "prefixItems"))
+        raise GrammarError("prefixItems must be an array", pointer(m, "prefixItems"))
     for kw in ("pattern", "format"):
         if kw in s and not isinstance(s[kw], str):
-            raise GrammarError(f"{kw} must be a string", _pointer(m, kw))
+            raise GrammarError(f"{kw} must be a string", pointer(m, kw))
     if "enum" in s and not isinstance(s["enum"], list):
-        raise GrammarError("enum must be an array", _pointer(m, "enum"))
+        raise GrammarError("enum must be an array", pointer(m, "enum"))
     if "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
-        raise GrammarError("uniqueItems must be a boolean", _pointer(m, "uniqueItems"))
+        raise GrammarError("uniqueItems must be a boolean", pointer(m, "uniqueItems"))
 
 
 def _non_finite(values: list) -> list | None:
@@ -101,22 +101,22 @@ def _path_value(value, path: list):
     return value
 
 
-def _subschemas(s: dict, pointer: str) -> list[tuple[str, dict]]:
+def subschemas(s: dict, pointer: str) -> list[tuple[str, dict]]:
     """The (pointer, schema object) pairs directly below ``s`` in known keywords."""
     out = []
     for kw, v in s.items():
-        at = f"{pointer}/{_escape(kw)}"
+        at = f"{pointer}/{escape(kw)}"
         if kw in SUBSCHEMA and isinstance(v, dict):
             out.append((at, v))
         elif kw in SCHEMA_MAPS + ("dependencies",) and isinstance(v, dict):
-            out += [(f"{at}/{_escape(k)}", x) for k, x in v.items() if isinstance(x, dict)]
+            out += [(f"{at}/{escape(k)}", x) for k, x in v.items() if isinstance(x, dict)]
         elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
             out += [(f"{at}/{i}", x) for i, x in enumerate(v) if isinstance(x, dict)]
     return out
 
 
-def _check_document(schema, base: str) -> None:
-    """:func:`_check_values` at every schema position of the document, compiled or not."""
+def check_document(schema, base: str) -> None:
+    """:func:`check_values` at every schema position of the document, compiled or not."""
     todo = [("", schema)]
     while todo:
         pointer, s = todo.pop()
@@ -125,5 +125,5 @@ def _check_document(schema, base: str) -> None:
         except LimitExceeded as e:  # where the check had got to
             raise LimitExceeded(e.message, "#" + pointer) from None
         if isinstance(s, dict):
-            _check_values(Member(base + "#" + pointer, s, base))
-            todo += _subschemas(s, pointer)
+            check_values(Subschema(base + "#" + pointer, s, base))
+            todo += subschemas(s, pointer)

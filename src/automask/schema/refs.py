@@ -1,8 +1,7 @@
 """References: ``$id`` bases, anchors, ``$ref`` and ``$dynamicRef`` with its dynamic scope.
 
-:class:`References` is a part of the schema compiler (a mixin): it indexes the
-document's resources and anchors, resolves references to members, and tracks
-the dynamic scope that ``$dynamicRef`` reads.
+:class:`References` indexes the document's resources and anchors, resolves
+references to subschemas, and tracks the dynamic scope that ``$dynamicRef`` reads.
 """
 
 from __future__ import annotations
@@ -12,19 +11,34 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
-from automask.schema.keywords import _subschemas
-from automask.schema.members import Member, _pointer
+from automask.schema.keywords import subschemas
+from automask.schema.subschema import Subschema, pointer
 
 
 class References:
-    """Index, resolution and dynamic scope (state set up by the compiler)."""
+    """Index, resolution and dynamic scope of one document."""
+
+    def __init__(self, schema, root_base: str):
+        self.docs: dict[str, object] = {}       # base URI -> schema
+        self.anchors: dict[str, tuple[object, str, str]] = {}
+        self.base_of: dict[int, str] = {}  # id(schema object with an $id) -> its base URI
+        self.dynamic: dict[str, int] = {}  # $dynamicAnchor name -> how many declare it
+        self.dynamic_names: dict[str, list[str]] = {}  # resource -> its $dynamicAnchors
+        self.dynamic_anchors: dict[str, tuple[object, str]] = {}  # resource#name -> schema
+        self._index(schema, root_base, "")
+        # Dynamic scope (only when some $dynamicAnchor is declared twice, so that it can
+        # matter): the first resource entered that declares each name, carried as a
+        # prefix of subschema URIs so that it reaches every descendant and keys the memo.
+        self.scoped = any(n > 1 for n in self.dynamic.values())
+        self.scopes: list[tuple[tuple[str, str], ...]] = [()]
+        self._scope_ids: dict[tuple[tuple[str, str], ...], int] = {(): 0}
 
     def _index(self, schema, base: str, pointer: str) -> None:
         if isinstance(schema, dict):
             check_time()  # (a count: 100,000 subschemas are a second or two)
             if not pointer:
                 self.docs.setdefault(base, schema)
-            if _changes_base(schema):
+            if changes_base(schema):
                 base = urldefrag(_join(base, schema["$id"]))[0]
                 self.docs.setdefault(base, schema)
                 self.base_of[id(schema)] = base
@@ -43,24 +57,24 @@ class References:
             if base not in self.docs:
                 self.docs[base] = schema
             # Only subschemas: an "$id" inside an unknown keyword identifies nothing.
-            for at, sub in _subschemas(schema, pointer):
+            for at, sub in subschemas(schema, pointer):
                 self._index(sub, base, at)
 
-    def resolve(self, ref: str, member: Member) -> Member:
-        target = _join(member.base, ref)
+    def resolve(self, ref: str, subschema: Subschema) -> Subschema:
+        target = _join(subschema.base, ref)
         doc_uri, fragment = urldefrag(target)
         if target in self.anchors:
             schema, base, _ = self.anchors[target]
-            return Member(self.scoped_uri(target, self.enter(_scope(member.uri), base)),
+            return Subschema(self.scoped_uri(target, self.enter(scope_of(subschema.uri), base)),
                           schema, base)
         doc = self.docs.get(doc_uri)
         if doc is None:
             raise UnsupportedFeature(f"$ref to a schema that is not embedded: {ref!r}",
-                                     _pointer(member))
+                                     pointer(subschema))
         node = doc
         base = doc_uri
         if fragment and not fragment.startswith("/"):
-            raise GrammarError(f"$ref anchor not found: {ref!r}", _pointer(member))
+            raise GrammarError(f"$ref anchor not found: {ref!r}", pointer(subschema))
         for part in fragment.split("/")[1:] if fragment else []:
             part = unquote(part).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and part in node:
@@ -68,11 +82,11 @@ class References:
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
             else:
-                raise GrammarError(f"$ref target not found: {ref!r}", _pointer(member))
-            if _changes_base(node):
+                raise GrammarError(f"$ref target not found: {ref!r}", pointer(subschema))
+            if changes_base(node):
                 base = self.rebase(base, node)
-        return Member(self.scoped_uri(doc_uri + "#" + fragment,
-                                      self.enter(_scope(member.uri), base)), node, base)
+        return Subschema(self.scoped_uri(doc_uri + "#" + fragment,
+                                      self.enter(scope_of(subschema.uri), base)), node, base)
 
     def enter(self, scope: int, base: str) -> int:
         """The dynamic scope after entering the resource ``base``: names it declares as
@@ -95,23 +109,23 @@ class References:
     def scoped_uri(uri: str, scope: int) -> str:
         return uri if not scope else f"~d{scope}|{uri.split('|', 1)[-1]}"
 
-    def dynamic_target(self, m: Member) -> Member:
+    def dynamic_target(self, m: Subschema) -> Subschema:
         """Where ``$dynamicRef`` goes: its static target, which is exact unless that
         target's ``$dynamicAnchor`` is declared more than once (then the dynamic scope
         would choose, which is not supported)."""
         ref = m.schema["$dynamicRef"]
         if not isinstance(ref, str):
-            raise GrammarError("$dynamicRef must be a string", _pointer(m, "$dynamicRef"))
+            raise GrammarError("$dynamicRef must be a string", pointer(m, "$dynamicRef"))
         target = self.resolve(ref, m)
         name = ref.rsplit("#", 1)[-1] if "#" in ref else ""
         if not (name and not name.startswith("/") and isinstance(target.schema, dict)
                 and target.schema.get("$dynamicAnchor") == name and self.scoped):
             return target  # a plain $ref (or the only declaration of that anchor)
-        resource = dict(self.scopes[_scope(m.uri)]).get(name)
+        resource = dict(self.scopes[scope_of(m.uri)]).get(name)
         if resource is None:
             return target
         schema, base = self.dynamic_anchors[resource + "#" + name]
-        return Member(self.scoped_uri(f"{resource}#{name}", self.enter(_scope(m.uri), base)),
+        return Subschema(self.scoped_uri(f"{resource}#{name}", self.enter(scope_of(m.uri), base)),
                       schema, base)
 
     def rebase(self, base: str, schema: dict) -> str:
@@ -121,12 +135,12 @@ class References:
         return found if found is not None else urldefrag(_join(base, schema["$id"]))[0]
 
 
-def _scope(uri: str) -> int:
-    """The dynamic scope carried by a member URI (see ``scoped_uri``)."""
+def scope_of(uri: str) -> int:
+    """The dynamic scope carried by a subschema URI (see ``scoped_uri``)."""
     return int(uri[2:uri.index("|")]) if uri.startswith("~d") else 0
 
 
-def _changes_base(schema) -> bool:
+def changes_base(schema) -> bool:
     """Whether ``schema`` has an ``$id`` that sets a base URI (not a ``#name`` anchor)."""
     return isinstance(schema, dict) and isinstance(schema.get("$id"), str) and \
         not schema["$id"].startswith("#")

@@ -1,6 +1,6 @@
 """Schema positions and the small helpers every part of the schema compiler shares.
 
-A :class:`Member` is one schema object at one position (its URI: base URI plus
+A :class:`Subschema` is one schema object at one position (its URI: base URI plus
 JSON pointer, which identifies it in the compiler's memo) with the base URI its
 ``$ref``s resolve against.
 """
@@ -8,6 +8,7 @@ JSON pointer, which identifies it in the compiler's memo) with the base URI its
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from automask.errors import GrammarError
 
@@ -15,46 +16,40 @@ ANNOTATIONS = frozenset({
     "$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "$vocabulary",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "contentEncoding", "contentMediaType", "contentSchema", "$dynamicAnchor",
-    "~open",  # internal: a schema the compiler wrote (see _opened)
 })
 
 
 @dataclass(frozen=True)
-class Member:
+class Subschema:
     """One schema object of a conjunction, with where it is and how its refs resolve."""
 
     uri: str  # base URI + "#" + JSON pointer: identifies the position
-    schema: object
+    schema: Any
     base: str = field(compare=False)
 
 
-def _negated(m: Member) -> Member:
-    """A member that holds where ``m`` fails."""
-    return Member(m.uri + "/~!", {"not": {"~ref": m}, "~open": True}, m.base)
-
-
-def _escape(key: str) -> str:
+def escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _pointer(m: Member, kw: str | None = None) -> str:
+def pointer(m: Subschema, kw: str | None = None) -> str:
     frag = m.uri.rsplit("#", 1)[-1]
     ptr = "#" + frag
     return ptr if kw is None else f"{ptr}/{kw}"
 
 
-def _count(value, m: Member, kw: str) -> int:
+def count(value, m: Subschema, kw: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
             isinstance(value, float) and not value.is_integer()):
-        raise GrammarError(f"{kw} must be a non-negative integer", _pointer(m, kw))
+        raise GrammarError(f"{kw} must be a non-negative integer", pointer(m, kw))
     return int(value)
 
 
-def _num(v) -> bool:
+def is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _json_type(v) -> str:
+def json_type(v) -> str:
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -70,7 +65,7 @@ def _json_type(v) -> str:
     return "object"
 
 
-def _json_key(v):
+def json_key(v):
     """JSON equality as a hashable key: equal keys for exactly the equal JSON values
     (numbers by value, 1 and 1.0 alike; booleans apart from numbers; objects whatever
     their key order), so enums are deduplicated and met in linear time."""
@@ -79,16 +74,16 @@ def _json_key(v):
     if isinstance(v, (int, float)):
         return ("number", v)  # 1 and 1.0: equal, and equal hashes
     if isinstance(v, list):
-        return ("array", tuple(_json_key(x) for x in v))
+        return ("array", tuple(json_key(x) for x in v))
     if isinstance(v, dict):
-        return ("object", frozenset((k, _json_key(x)) for k, x in v.items()))
+        return ("object", frozenset((k, json_key(x)) for k, x in v.items()))
     return (type(v).__name__, v)
 
 
 TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 
-def _type_set(t) -> set | None:
+def type_set(t) -> set | None:
     """The types a ``type`` value names (``number`` admits integers); None if malformed."""
     ts = {t} if isinstance(t, str) else set(t) if isinstance(t, list) and all(
         isinstance(x, str) for x in t) else None
@@ -99,16 +94,16 @@ def _type_set(t) -> set | None:
     return ts
 
 
-def _types_of(schemas: list, types: set) -> set:
+def types_of(schemas: list, types: set) -> set:
     """``types`` narrowed by each schema's ``type`` (a malformed one is left to typed())."""
     for s in schemas:
-        ts = _type_set(s.get("type")) if "type" in s else None
+        ts = type_set(s.get("type")) if "type" in s else None
         if ts is not None:
             types &= ts
     return types
 
 
-def _prefix(s: dict) -> list:
+def prefix_items(s: dict) -> list:
     if isinstance(s.get("prefixItems"), list):
         return s["prefixItems"]
     if isinstance(s.get("items"), list):  # draft-07 array form
@@ -116,11 +111,11 @@ def _prefix(s: dict) -> list:
     return []
 
 
-def _prefix_kw(s: dict) -> str:
+def prefix_keyword(s: dict) -> str:
     return "prefixItems" if isinstance(s.get("prefixItems"), list) else "items"
 
 
-def _rest_items(s: dict):
+def rest_items(s: dict):
     """The schema of items past the prefix (None: unconstrained) and its keyword."""
     if isinstance(s.get("items"), list):
         return s.get("additionalItems"), "additionalItems"
@@ -129,16 +124,11 @@ def _rest_items(s: dict):
     return None, "items"
 
 
-def _opened(x):
-    """A schema the compiler wrote, marked open at every level (``strict`` leaves it)."""
-    if not isinstance(x, dict):
-        return x
-    out = dict(x, **{"~open": True})
-    for k, v in x.items():
-        if k in ("not", "items", "contains"):
-            out[k] = _opened(v)
-        elif k in ("allOf", "anyOf", "oneOf", "prefixItems"):
-            out[k] = [_opened(e) for e in v]
-        elif k == "properties":
-            out[k] = {name: _opened(e) for name, e in v.items()}
-    return out
+def pattern_properties(m: Subschema) -> dict:
+    """``m``'s ``patternProperties`` (an empty dict when absent)."""
+    pp = m.schema.get("patternProperties") or {}
+    if not isinstance(pp, dict):
+        raise GrammarError("patternProperties must be an object",
+                           pointer(m, "patternProperties"))
+    return pp
+

@@ -1,0 +1,369 @@
+"""Conjunctions: the rule for the schema objects that must all hold at one position.
+
+A schema position compiles as a *conjunction*: the list of schema objects
+that must all hold there (the schema itself, its ``allOf`` members, the
+targets of its ``$ref``s). Combinators distribute over it (``anyOf``/
+``oneOf`` become a choice of conjunctions, ``not`` a choice of the complement's
+branches), and for each JSON type the members' keywords combine exactly, in the
+family modules (:mod:`~automask.schema.strings`, :mod:`~automask.schema.number_keywords`,
+:mod:`~automask.schema.objects`, :mod:`~automask.schema.arrays`). Every conjunction
+becomes one grammar rule, memoized by the schema positions it holds, so recursive
+``$ref``s become recursive rules with no depth limit.
+"""
+
+from __future__ import annotations
+
+from automask.budget import check_time_now
+from automask.errors import GrammarError, LimitExceeded
+from automask.grammar.ir import Choice, Expr, Ref, Terminal
+from automask.regex import nodes as rx
+from automask.regex.parser import parse_regex
+from automask.schema.annotations import Annotations, pending
+from automask.schema.arrays import Arrays
+from automask.schema.complement import expanded, negation, without
+from automask.schema.concrete import ConcreteValues
+from automask.schema.conditionals import conditionals
+from automask.schema.json_text import JsonPieces, literal_node
+from automask.schema.keywords import check_values
+from automask.schema.lowering import Options, Report
+from automask.schema.number_keywords import NumberKeywords
+from automask.schema.objects import Objects
+from automask.schema.one_of import OneOf
+from automask.schema.refs import References, changes_base, scope_of
+from automask.schema.shapes import keyword_names, negated, shape_of
+from automask.schema.strings import Strings
+from automask.schema.subschema import (
+    ANNOTATIONS,
+    TYPES,
+    Subschema,
+    is_number,
+    json_type,
+    pointer,
+    type_set,
+)
+from automask.schema.values import enumerated, excluded, simple_not
+
+HANDLED = frozenset({
+    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties",
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
+    "minContains", "maxContains", "uniqueItems",
+    "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+    "$dynamicRef",
+})
+
+
+def position_of(uri: str, root_base: str) -> str:
+    """The JSON pointer of a member URI without the compiler's own steps: ``/~anyOf``
+    (the schema less its ``anyOf``, at the same position) is left out, and a pointer
+    stops before a step into a schema the compiler wrote (``/~neg0``, a complement);
+    resources other than the root document keep their base URI."""
+    uri = uri.split("|", 1)[-1]  # no dynamic scope
+    base, _, fragment = uri.rpartition("#")
+    parts = []
+    for part in fragment.split("/"):
+        if part in ("~anyOf", "~oneOf", "~not"):
+            continue
+        if part.startswith("~") and part[1:2] not in ("0", "1"):
+            break
+        parts.append(part)
+    pointer = "#" + "/".join(parts)
+    return pointer if base == root_base else f"{base}{pointer}"
+
+
+class Conjunctions:
+    """Builds (and memoizes) the rule of each conjunction, through the keyword families."""
+
+    def __init__(self, options: Options, json: JsonPieces, refs: References, tracks: bool,
+                 root_base: str):
+        self.options = options
+        self.rules = json.rules
+        self.json = json
+        self.refs = refs
+        # unevaluated* need to know which subschemas hold (annotations): then a lone
+        # `if` is distributed too, and anyOf over the subsets of its branches.
+        self.tracks = tracks
+        self.root_base = root_base
+        self.positions: dict[str, Subschema] = {}  # uri -> the subschema as the schema has it
+        self._memo: dict[tuple[str, ...], str] = {}
+        self.keys: dict[str, tuple[str, ...]] = {}  # conjunction rule -> its key
+        self.sites: dict[str, str] = {}  # memo rule -> the subschema URI it compiles first
+        # Conjunctions being compiled at the current instance position, and per compile
+        # under way the open ones it read as their local part (see conj_ref: a reference
+        # back at the same position). A rule that read some is right only where they are
+        # open: it is kept in _scoped, with their keys, not in _memo.
+        self._here: set[tuple[str, ...]] = set()
+        self._assumed: list[set[tuple[str, ...]]] = []
+        self._scoped: dict[tuple[str, ...], list[tuple[frozenset, str]]] = {}
+        self.report = report = Report(options.lenient)
+        self.strings = strings = Strings(report, options.strict)
+        self.numbers = numbers = NumberKeywords(report)
+        self.annotations = annotations = Annotations(self, refs, self.positions, report,
+                                                     options.strict)
+        self.objects = objects = Objects(self, strings, annotations, report, options.strict)
+        self.arrays = Arrays(self, annotations, report)
+        self.one_of = OneOf(self)
+        self.values = ConcreteValues(self, strings, numbers, objects, report, options.strict)
+
+    def conj_ref(self, members: list[Subschema]) -> Expr:
+        """A rule for the conjunction of ``members`` (memoized; recursion-safe).
+
+        Schemas that refer to themselves at the same instance position (through
+        ``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else`` or the
+        dependency keywords, without going into a property or an item) are read as
+        their greatest fixpoint: the reference back adds no constraint beyond the ones
+        the schema states itself. So ``{"$ref": "#"}`` and ``{"anyOf": [{"$ref": "#"}]}``
+        accept any JSON value, ``{"type": "string", "anyOf": [{"$ref": "#"}]}`` any
+        string, and ``{"anyOf": [{"$ref": "#"}, {"type": "string"}]}`` anything, as
+        ``allOf`` and ``$ref`` cycles always were. (The specification leaves such
+        schemas undefined: a validator following the reference would never stop. The
+        reading is the one under which the reference is a constraint that holds of
+        whatever satisfies the rest.) A conjunction met again at the position where it
+        is open stands for its local part (:meth:`typed`: every keyword but the
+        in-place combinators), which for combinators other than ``not`` gives the
+        greatest fixpoint exactly (one step down from "anything" reaches it). A schema
+        that negates itself (``{"not": {"$ref": "#"}}``) has no fixpoint at all; the same
+        substitution reads it too (as any value, there).
+        """
+        expanded_members = self.expand(members)
+        if expanded_members is None:
+            return Terminal(rx.EMPTY)
+        members = expanded_members
+        if not members:
+            return self.json.any_value()
+        key = tuple(sorted({m.uri for m in members}))
+        if key in self._here:  # met again where it is open: its local part
+            self._assumed[-1].add(key)
+            return self._local_ref(key, members)
+        name = self._memo.get(key)
+        if name is None:
+            for held, scoped in self._scoped.get(key, ()):
+                if held <= self._here:  # made where the same ones were open
+                    self._assumed[-1] |= held
+                    return Ref(scoped)
+            name = self._new_rule(key, members)
+            self._memo[key] = name
+            self._here.add(key)
+            self._assumed.append(set())
+            try:
+                self.rules[name] = self.conj(members)
+            except LimitExceeded as e:
+                if e.location is None:  # the innermost schema position being compiled
+                    raise LimitExceeded(e.message,
+                                        position_of(members[0].uri, self.root_base)) from None
+                raise
+            finally:
+                self._here.discard(key)
+                needs = self._assumed.pop()
+            needs.discard(key)
+            if needs:
+                # It read enclosing conjunctions as their local parts: right where they
+                # are open (at this position), not elsewhere. (Only conjunctions made in
+                # place are ever read so, and those hold a rest member, ``…/~anyOf`` and
+                # the like, which no plain schema expands to: a reference from inside a
+                # value never meets one, so a memo hit from there is never one of these.)
+                del self._memo[key]
+                self._scoped.setdefault(key, []).append((frozenset(needs), name))
+                self._assumed[-1] |= needs
+        return Ref(name)
+
+    def _new_rule(self, key: tuple[str, ...], members: list[Subschema]) -> str:
+        if len(self.keys) >= self.options.max_rules:
+            raise LimitExceeded(f"schema needs more than {self.options.max_rules} rules")
+        check_time_now()  # distributions (oneOf, not, anyOf subsets) can multiply rules
+        name = f"s{len(self.keys)}:{key[0].rsplit('#', 1)[-1][-40:] or '/'}"
+        self.keys[name] = key
+        self.sites[name] = members[0].uri  # the position (the others hold there too)
+        return name
+
+    def _local_ref(self, key: tuple[str, ...], members: list[Subschema]) -> Expr:
+        """A rule for the local part of an open conjunction (see :meth:`conj_ref`)."""
+        local = ("~local", *key)
+        name = self._memo.get(local)
+        if name is None:
+            name = self._new_rule(key, members)
+            self._memo[local] = name
+            self.rules[name] = self.typed(members)
+        return Ref(name)
+
+    def expand(self, members: list[Subschema]) -> list[Subschema] | None:
+        """Flatten ``$ref`` and ``allOf``; None when some member is ``false``."""
+        out: dict[str, Subschema] = {}
+        todo = list(members)
+        while todo:
+            m = todo.pop(0)
+            if m.uri in out:
+                continue
+            s = m.schema
+            if s is True:
+                continue
+            if s is False:
+                return None
+            if not isinstance(s, dict):
+                raise GrammarError("a schema is an object or a boolean", pointer(m))
+            if changes_base(s):
+                base = self.refs.rebase(m.base, s)
+                m = Subschema(self.refs.scoped_uri(m.uri, self.refs.enter(scope_of(m.uri), base)),
+                              s, base)
+            out[m.uri] = m
+            self.positions.setdefault(m.uri, m)
+            children: list[Subschema] = []
+            if "$ref" in s:
+                if not isinstance(s["$ref"], str):
+                    raise GrammarError("$ref must be a string", pointer(m, "$ref"))
+                children.append(self.refs.resolve(s["$ref"], m))
+            if "$dynamicRef" in s:
+                children.append(self.refs.dynamic_target(m))
+            embedded = shape_of(s).embedded
+            if embedded is not None:
+                children.append(embedded)
+            all_of = s.get("allOf", [])
+            if not isinstance(all_of, list) or (not all_of and "allOf" in s):
+                raise GrammarError("allOf must be a non-empty array", pointer(m, "allOf"))
+            for i, sub in enumerate(all_of):
+                children.append(Subschema(f"{m.uri}/allOf/{i}", sub, m.base))
+            # depth first: a member's subschemas come right after it (property order)
+            todo[:0] = children + conditionals(m, self.tracks)
+        return list(out.values())
+
+    # ------------------------------------------------------------------ conjunctions
+    def conj(self, members: list[Subschema]) -> Expr:
+        for m in members:
+            self.check_keywords(m)
+        # Distribute the first anyOf/oneOf over the rest.
+        for i, m in enumerate(members):
+            for kw in ("anyOf", "oneOf"):
+                branches = m.schema.get(kw)
+                if branches is None:
+                    continue
+                if not isinstance(branches, list) or not branches:
+                    raise GrammarError(f"{kw} must be a non-empty array", pointer(m, kw))
+                # The members are expanded already: strip their $ref/allOf so that
+                # expanding the branches does not bring this combinator back.
+                rest = [expanded(x) for x in members[:i] + members[i + 1:]]
+                rest.append(Subschema(m.uri + f"/~{kw}", without(m.schema, kw), m.base))
+                subs = [Subschema(f"{m.uri}/{kw}/{j}", b, m.base) for j, b in enumerate(branches)]
+                if kw == "anyOf" and self.tracks and any(pending(x) for x in members) and \
+                        len(subs) > 1:
+                    return self.annotations.any_of_subsets(rest, subs, m)
+                if kw == "oneOf" and not self.one_of.disjoint(subs, rest):
+                    split = self.one_of.one_of_by_type(subs, rest, m)
+                    if split is not None:
+                        return split
+                    # Exactly one: branch i holds and every other branch fails.
+                    alternatives = [self.conj_ref(rest + [sub] + [
+                        negated(o) for o in subs if o is not sub]) for sub in subs]
+                    return Choice(tuple(alternatives))
+                alternatives = [self.conj_ref(rest + [sub]) for sub in subs]
+                return Choice(tuple(alternatives))
+        for i, m in enumerate(members):
+            if "not" not in m.schema or simple_not(m.schema["not"]):
+                continue
+            before = [expanded(x) for x in members[:i]] + [
+                Subschema(m.uri + "/~not", without(m.schema, "not"), m.base)]
+            after = [expanded(x) for x in members[i + 1:]]
+            branches = negation(self, self.report,
+                                Subschema(m.uri + "/not", m.schema["not"], m.base))
+            if not branches:
+                return Terminal(rx.EMPTY)
+            # the complement's members right after the `not`'s own (property order)
+            return Choice(tuple(self.conj_ref(before + b + after) for b in branches))
+        return self.typed(members)
+
+    def types(self, members: list[Subschema]) -> set[str]:
+        """The JSON types every member's ``type`` allows."""
+        types = set(TYPES)
+        for m in members:
+            t = m.schema.get("type")
+            if t is None:
+                continue
+            ts = type_set(t)
+            if ts is None:
+                raise GrammarError(f"invalid type {t!r}", pointer(m, "type"))
+            types &= ts
+        return types
+
+    def typed(self, members: list[Subschema]) -> Expr:
+        types = self.types(members)
+        for m in members:
+            types -= self.negated_types(m)
+        values = enumerated(members)
+        if values is not None:
+            ok = [v for v in values if json_type(v) in types and self.values.value_ok(v, members)]
+            if not ok:
+                return Terminal(rx.EMPTY)
+            return Choice(tuple(self.json.value(v) for v in ok))
+        alternatives: list[Expr] = []
+        gone = [v for m in members if isinstance(m.schema.get("not"), dict)
+                for v in excluded(m.schema["not"])]
+        scalar = rx.EMPTY
+        if "null" in types and not any(v is None for v in gone):
+            scalar = rx.alt(scalar, literal_node(None))
+        if "boolean" in types:
+            for b in (True, False):
+                if not any(v is b for v in gone):
+                    scalar = rx.alt(scalar, literal_node(b))
+        if "string" in types:
+            scalar = rx.alt(scalar, self.strings.string(members))
+        numeric = None
+        if "number" in types and "integer" not in types:
+            # Numbers that are not integers: a nonzero fraction, no exponent (sound; the
+            # exponent forms of non-integers are not generated).
+            numeric = rx.intersect(self.numbers.number(members, integer=False),
+                                   parse_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"))
+        elif "number" in types:
+            numeric = self.numbers.number(members, integer=False)
+        elif "integer" in types:
+            numeric = self.numbers.number(members, integer=True)
+        if numeric is not None:
+            numbers_gone = [v for v in gone if is_number(v)]
+            if numbers_gone:
+                numeric = rx.intersect(numeric, rx.complement(rx.alt_of(
+                    literal_node(v) for v in numbers_gone)))
+            scalar = rx.alt(scalar, numeric)
+        if scalar is not rx.EMPTY:
+            alternatives.append(Terminal(scalar))
+        if "object" in types or "array" in types:
+            here, self._here = self._here, set()  # values inside: another instance position
+            try:
+                if "object" in types:
+                    alternatives.append(self.objects.object(members))
+                if "array" in types:
+                    alternatives.append(self.arrays.array(members))
+            finally:
+                self._here = here
+        if not alternatives:
+            return Terminal(rx.EMPTY)
+        return alternatives[0] if len(alternatives) == 1 else Choice(tuple(alternatives))
+
+    # ------------------------------------------------------------------ keywords
+    def check_keywords(self, m: Subschema) -> None:
+        s = m.schema
+        check_values(m)
+        for kw in s:
+            if kw in HANDLED or kw in ANNOTATIONS:
+                continue
+            if kw == "$recursiveRef":
+                self.report.unsupported(kw, m, kw)
+
+    def negated_types(self, m: Subschema) -> set[str]:
+        """Types excluded by ``not`` (only ``not: {type: …}`` style negations are exact)."""
+        n = m.schema.get("not")
+        if n is None:
+            return set()
+        if n is True:
+            return set(TYPES)
+        if n is False:
+            return set()
+        if isinstance(n, dict) and not keyword_names(n) - ANNOTATIONS:
+            return set(TYPES)  # not {} is not true
+        if isinstance(n, dict) and keyword_names(n) - ANNOTATIONS == {"type"}:
+            return type_set(n["type"]) or set()
+        if isinstance(n, dict) and keyword_names(n) - ANNOTATIONS <= {"enum", "const"}:
+            if any(isinstance(v, (dict, list)) for v in excluded(n)):
+                self.report.unsupported("'not' of object or array values", m, "not")
+            return set()  # enforced per type: see excluded_values()
+        return set()  # other forms are distributed by conj()

@@ -1,0 +1,191 @@
+"""``oneOf`` without complements where possible: a cheap, sufficient test that no value
+satisfies two branches (then ``oneOf`` is ``anyOf``), and the split by JSON type where
+two branches hold for every value of some type.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from automask.errors import GrammarError
+from automask.grammar.ir import Choice, Expr, Terminal
+from automask.regex import nodes as rx
+from automask.schema.lowering import Conjoin
+from automask.schema.shapes import keyword_names
+from automask.schema.subschema import (
+    ANNOTATIONS,
+    TYPES,
+    Subschema,
+    json_key,
+    json_type,
+    types_of,
+)
+from automask.schema.values import enumerated
+
+# The keywords that constrain values of one kind only (a value of another type passes).
+OBJECT_KEYWORDS = frozenset({
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
+    "unevaluatedProperties", "key_outside"})
+ARRAY_KEYWORDS = frozenset({
+    "items", "prefixItems", "additionalItems", "contains", "minContains", "maxContains",
+    "minItems", "maxItems", "uniqueItems", "unevaluatedItems"})
+STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
+NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                              "multipleOf"})
+TYPE_KEYWORDS = OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS
+# Per type: what a schema may hold and still hold for every value of that type.
+INERT_FOR = {t: ANNOTATIONS | (TYPE_KEYWORDS - own) for t, own in {
+    "object": OBJECT_KEYWORDS, "array": ARRAY_KEYWORDS, "string": STRING_KEYWORDS,
+    "number": NUMBER_KEYWORDS, "integer": NUMBER_KEYWORDS,
+    "null": frozenset(), "boolean": frozenset()}.items()}
+
+
+
+def holds_for_all(schema, t: str) -> bool:
+    """Whether ``schema`` surely holds for every value of type ``t``: ``true``, or only
+    annotations and keywords of other types (False when unsure)."""
+    return schema is True or isinstance(schema, dict) and keyword_names(schema) <= INERT_FOR[t]
+
+
+
+class KeyRules(NamedTuple):
+    """What a conjunction of object schemas says of single keys (for disjointness)."""
+
+    required: frozenset
+    closed: tuple  # declared names of each member with additionalProperties false
+    forbidden: frozenset  # properties whose schema is false
+
+    def admits(self, key: str) -> bool:
+        return key not in self.forbidden and all(key in names for names in self.closed)
+
+
+def key_rules(members: list[Subschema]) -> KeyRules:
+    required: set[str] = set()
+    closed: list[frozenset] = []
+    forbidden: set[str] = set()
+    for m in members:
+        s = m.schema
+        if isinstance(s.get("required"), list):
+            required.update(k for k in s["required"] if isinstance(k, str))
+        props = s.get("properties")
+        props = props if isinstance(props, dict) else {}
+        forbidden.update(k for k, p in props.items() if p is False)
+        if s.get("additionalProperties") is False and not s.get("patternProperties"):
+            closed.append(frozenset(props))
+    return KeyRules(frozenset(required), tuple(closed), frozenset(forbidden))
+
+
+def sigs_disjoint(a, b) -> bool:
+    ta, ca, va, ka = a
+    tb, cb, vb, kb = b
+    if not (ta & tb):
+        return True
+    if va is not None and vb is not None and not share(va, vb):
+        return True
+    if va is not None and not any(json_type(x) in tb or (
+            json_type(x) == "integer" and "number" in tb) for x in va):
+        return True
+    if vb is not None and not any(json_type(y) in ta or (
+            json_type(y) == "integer" and "number" in ta) for y in vb):
+        return True
+    if (ta & tb) <= {"object"}:
+        for k in set(ca) & set(cb):
+            if not share(ca[k], cb[k]):
+                return True
+        # a key one side requires and the other forbids
+        if any(not kb.admits(k) for k in ka.required) or \
+                any(not ka.admits(k) for k in kb.required):
+            return True
+    return False
+
+
+def share(xs: list, ys: list) -> bool:
+    """Whether two lists of JSON values have a value in common."""
+    return not {json_key(x) for x in xs}.isdisjoint(json_key(y) for y in ys)
+
+
+
+class OneOf:
+    """Disjointness of ``oneOf`` branches, through the conjunction builder."""
+
+    def __init__(self, conj: Conjoin):
+        self.conj = conj
+
+    def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
+        """Whether no JSON value can satisfy two branches (a sufficient, cheap test).
+
+        ``context`` are the members every branch is conjoined with (the
+        ``type`` next to the ``oneOf``): two branches that each require a key
+        the other's closed object forbids are disjoint only among objects.
+        """
+        context_types = types_of([m.schema for m in context], set(TYPES))
+        sigs = [self.signature([sub], context_types) for sub in subs]
+        for i in range(len(sigs)):
+            for j in range(i + 1, len(sigs)):
+                a, b = sigs[i], sigs[j]
+                if a == ("never",) or b == ("never",):
+                    continue
+                if not sigs_disjoint(a, b):
+                    return False
+        return True
+
+    def one_of_by_type(self, subs: list[Subschema], rest: list[Subschema],
+                       at: Subschema) -> Expr | None:
+        """``oneOf`` without complements, when it is exact per type.
+
+        A branch whose keywords all constrain other types holds for every value
+        of a type (``{"properties": …, "additionalProperties": false}`` holds for
+        every string): where two branches do, no value of that type passes. The
+        other types are kept, and if the branches are disjoint there, the
+        ``oneOf`` is their ``anyOf``. None when that does not settle it.
+        """
+        types = types_of([x.schema for x in rest], set(TYPES))
+        crowded = {t for t in types if sum(holds_for_all(b.schema, t) for b in subs) >= 2}
+        left = types - crowded
+        if not crowded or ("number" in left) != ("integer" in left):
+            return None
+        if not left:
+            return Terminal(rx.EMPTY)
+        typed = Subschema(at.uri + "/~oneOfTypes", {"type": sorted(left)}, at.base)
+        if not self.disjoint(subs, rest + [typed]):
+            return None
+        return Choice(tuple(self.conj.conj_ref(rest + [typed, sub]) for sub in subs))
+
+    def signature(self, branch: list[Subschema], types: set, depth: int = 0) -> tuple:
+        """What :func:`sigs_disjoint` compares: supersets of a branch's types and
+        values, the values of its required keys, and its key rules."""
+        try:
+            members = self.conj.expand(branch)
+        except GrammarError:
+            if not depth:
+                raise
+            return (set(TYPES), {}, None, key_rules([]))  # nothing known below the top
+        if members is None:
+            return ("never",)
+        values = enumerated(members)
+        consts: dict[str, list] = {}
+        for m in members:
+            s = m.schema
+            nested = [b for kw in ("anyOf", "oneOf") for b in (s.get(kw) or ())]
+            if nested:  # the value is one of the branches': narrow to their union
+                if depth >= 3 or not all(isinstance(b, dict) for b in nested):
+                    continue
+                subs = [self.signature([Subschema(f"{m.uri}/~{i}", b, m.base)], set(TYPES),
+                                       depth + 1) for i, b in enumerate(nested)]
+                subs = [x for x in subs if x != ("never",)]
+                types &= set().union(*(x[0] for x in subs))
+                if all(x[2] is not None for x in subs):
+                    union = [v for x in subs for v in x[2]]
+                    keys = {json_key(u) for u in union}
+                    values = union if values is None else [
+                        v for v in values if json_key(v) in keys]
+            for k, p in (s.get("properties") or {}).items():
+                if k in s.get("required", ()) and isinstance(p, dict) and depth < 3:
+                    sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
+                                         set(TYPES), depth + 1)
+                    if sig != ("never",) and sig[2] is not None:
+                        consts[k] = sig[2]
+        types = types_of([m.schema for m in members], types)
+        return (types, consts, values, key_rules(members))
+

@@ -1,0 +1,178 @@
+"""Typed views of a schema position's keywords, family by family.
+
+A family module reads a position's keywords through its view, not through the raw
+dict: the values are checked where the view is made (the messages and JSON pointers
+of :func:`~automask.schema.keywords.check_values`), and the requirements of a schema
+the compiler wrote (its :class:`~automask.schema.shapes.Shape`) are fields like the
+keywords'. Views are made when a family first reads a position, so that errors come
+in the order the family meets the positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from automask.errors import GrammarError
+from automask.schema.shapes import KeyOutside, default_additional, keyword_names, shape_of
+from automask.schema.subschema import (
+    ANNOTATIONS,
+    Subschema,
+    count,
+    is_number,
+    pattern_properties,
+    pointer,
+    prefix_items,
+    prefix_keyword,
+    rest_items,
+)
+from automask.schema.values import excluded
+
+Limit = tuple[Decimal, bool]  # (value, strict)
+
+
+def decimal_of(v: int | float) -> Decimal:
+    """A JSON number as an exact decimal (floats through ``repr``)."""
+    return Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+
+
+@dataclass(frozen=True)
+class StringView:
+    """The string keywords of one position."""
+
+    lengths: tuple[int, int | None] | None  # (minLength, maxLength); None: neither given
+    pattern: str | None
+    has_format: bool
+    format: Any  # the ``format`` value (any JSON: an unknown one is reported)
+    not_string: Mapping[str, Any] | None  # string keywords that must not all hold
+    excluded: tuple[str, ...] | None  # strings a ``not: {enum/const}`` excludes
+
+
+def string_view(m: Subschema) -> StringView:
+    s = m.schema
+    lo, hi = s.get("minLength"), s.get("maxLength")
+    lengths = None
+    if lo is not None or hi is not None:
+        lengths = (count(lo, m, "minLength") if lo is not None else 0,
+                   count(hi, m, "maxLength") if hi is not None else None)
+    pattern = None
+    if "pattern" in s:
+        if not isinstance(s["pattern"], str):
+            raise GrammarError("pattern must be a string", pointer(m, "pattern"))
+        pattern = s["pattern"]
+    not_string = shape_of(s).not_string
+    n = s.get("not")
+    gone = None
+    if isinstance(n, dict) and keyword_names(n) - ANNOTATIONS <= {"enum", "const"}:
+        gone = tuple(v for v in excluded(n) if isinstance(v, str))
+    return StringView(lengths, pattern, "format" in s, s.get("format"),
+                      None if not_string is None else not_string.keywords, gone)
+
+
+@dataclass(frozen=True)
+class NumberView:
+    """The number keywords of one position (draft-04 boolean exclusives read)."""
+
+    lower: tuple[Limit, ...]  # each bound holds: the tightest one counts
+    upper: tuple[Limit, ...]
+    multiple_of: Decimal | None  # > 0
+    not_multiple_of: int | float | None  # a written schema's: not a multiple of it
+    integer: bool  # ``type`` is exactly ``"integer"``
+
+
+NUMBER_VALUES = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def number_view(m: Subschema) -> NumberView:
+    s = m.schema
+    for kw in NUMBER_VALUES:
+        v = s.get(kw)
+        if v is None or isinstance(v, bool):
+            continue
+        if not isinstance(v, (int, float)):
+            raise GrammarError(f"{kw} must be a number", pointer(m, kw))
+    lower = _limits(s, "minimum", "exclusiveMinimum")
+    upper = _limits(s, "maximum", "exclusiveMaximum")
+    multiple_of = None
+    if is_number(s.get("multipleOf")):
+        multiple_of = decimal_of(s["multipleOf"])
+        if multiple_of <= 0:
+            raise GrammarError("multipleOf must be > 0", pointer(m, "multipleOf"))
+    not_multiple_of = shape_of(s).not_multiple_of
+    return NumberView(lower, upper, multiple_of,
+                      None if not_multiple_of is None else not_multiple_of.divisor,
+                      s.get("type") == "integer")
+
+
+def _limits(s: dict, inclusive: str, exclusive: str) -> tuple[Limit, ...]:
+    if s.get(exclusive) is True and inclusive in s:  # draft-04
+        return ((decimal_of(s[inclusive]), True),)
+    out = [(decimal_of(s[inclusive]), False)] if is_number(s.get(inclusive)) else []
+    if is_number(s.get(exclusive)):
+        out.append((decimal_of(s[exclusive]), True))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ObjectView:
+    """The object keywords of one position."""
+
+    properties: Mapping[str, Any]
+    required: list[str]
+    pattern_properties: Mapping[str, Any]
+    additional: Any  # additionalProperties, or what its absence means (see default_additional)
+    has_property_names: bool
+    property_names: Any
+    min_properties: int | None
+    max_properties: int | None
+    key_outside: KeyOutside | None  # a written schema's: some key outside these
+
+
+def object_view(m: Subschema, strict: bool) -> ObjectView:
+    s = m.schema
+    props = s.get("properties", {})
+    if not isinstance(props, dict):
+        raise GrammarError("properties must be an object", pointer(m, "properties"))
+    req = s.get("required", [])
+    if not isinstance(req, list):
+        raise GrammarError("required must be an array", pointer(m, "required"))
+    least = count(s["minProperties"], m, "minProperties") if "minProperties" in s else None
+    most = count(s["maxProperties"], m, "maxProperties") if "maxProperties" in s else None
+    return ObjectView(props, req, pattern_properties(m),
+                      s.get("additionalProperties", default_additional(s, strict)),
+                      "propertyNames" in s, s.get("propertyNames"), least, most,
+                      shape_of(s).key_outside)
+
+
+@dataclass(frozen=True)
+class ArrayView:
+    """The array keywords of one position (the draft-07 array form of ``items`` read)."""
+
+    min_items: int | None
+    max_items: int | None
+    prefix: list  # the schemas of the first items
+    prefix_keyword: str  # where they are: prefixItems, or items (draft-07)
+    rest: Any  # the schema of the items past the prefix (None: unconstrained)
+    rest_keyword: str  # where it is: items, or additionalItems (draft-07)
+    has_contains: bool
+    contains: Any
+    min_contains: int  # 1 when absent
+    max_contains: int | None
+    unique: bool  # uniqueItems: true
+
+
+def array_view(m: Subschema) -> ArrayView:
+    s = m.schema
+    least = count(s["minItems"], m, "minItems") if "minItems" in s else None
+    most = count(s["maxItems"], m, "maxItems") if "maxItems" in s else None
+    rest, rest_kw = rest_items(s)
+    has_contains = "contains" in s
+    lo, hi = 1, None
+    if has_contains:
+        lo = count(s.get("minContains", 1), m, "minContains")
+        if "maxContains" in s:
+            hi = count(s["maxContains"], m, "maxContains")
+    return ArrayView(least, most, prefix_items(s), prefix_keyword(s), rest, rest_kw,
+                     has_contains, s.get("contains"), lo, hi, s.get("uniqueItems") is True)
