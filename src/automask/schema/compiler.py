@@ -24,8 +24,12 @@ distribution of combinators), one module per keyword family
 :mod:`~automask.schema.refs` (``$id``, anchors, ``$ref``, ``$dynamicRef``),
 :mod:`~automask.schema.complement` (``not``, the failing side of ``if`` and
 ``oneOf``), :mod:`~automask.schema.annotations` (unevaluated*),
-:mod:`~automask.schema.keywords` (well-formed values), and
-:mod:`~automask.schema.subschema` (positions and shared helpers).
+:mod:`~automask.schema.keywords` (well-formed values),
+:mod:`~automask.schema.views` (typed views of a position's keywords, family by family),
+:mod:`~automask.schema.shapes` (the schemas the compiler writes, with their typed
+requirements), :mod:`~automask.schema.lowering` (options, the reporter, the interface
+the families lower through), and :mod:`~automask.schema.subschema` (positions and shared
+helpers).
 """
 
 from __future__ import annotations

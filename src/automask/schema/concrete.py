@@ -21,7 +21,13 @@ from automask.schema.subschema import (
     json_type,
 )
 from automask.schema.values import enumerated, excluded
-from automask.schema.views import array_view, decimal_of, number_view, object_view
+from automask.schema.views import (
+    array_view,
+    combinator_view,
+    decimal_of,
+    number_view,
+    object_view,
+)
 
 
 class ConcreteValues:
@@ -101,14 +107,16 @@ class ConcreteValues:
         if values is not None and json_key(value) not in {json_key(v) for v in values}:
             return False
         for m in members:
-            s = m.schema
+            view = combinator_view(m)
             for kw in ("anyOf", "oneOf"):
-                if kw in s:
+                branches = view.branches(kw)
+                if branches is not None:  # an array (check_keywords)
                     holds = [self.value_in(value, [Subschema(f"{m.uri}/{kw}/{i}", b, m.base)])
-                             for i, b in enumerate(s[kw])]
+                             for i, b in enumerate(branches)]
                     if holds.count(True) != 1 if kw == "oneOf" else not any(holds):
                         return False
-            if "not" in s and self.value_in(value, [Subschema(m.uri + "/not", s["not"], m.base)]):
+            if view.has_not and self.value_in(
+                    value, [Subschema(m.uri + "/not", view.not_schema, m.base)]):
                 return False
         return self.value_ok(value, members)
 

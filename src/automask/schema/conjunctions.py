@@ -42,6 +42,7 @@ from automask.schema.subschema import (
     type_set,
 )
 from automask.schema.values import enumerated, excluded, simple_not
+from automask.schema.views import combinator_view, declared_types
 
 HANDLED = frozenset({
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
@@ -235,8 +236,9 @@ class Conjunctions:
             self.check_keywords(m)
         # Distribute the first anyOf/oneOf over the rest.
         for i, m in enumerate(members):
+            view = combinator_view(m)
             for kw in ("anyOf", "oneOf"):
-                branches = m.schema.get(kw)
+                branches = view.branches(kw)
                 if branches is None:
                     continue
                 if not isinstance(branches, list) or not branches:
@@ -260,13 +262,14 @@ class Conjunctions:
                 alternatives = [self.conj_ref(rest + [sub]) for sub in subs]
                 return Choice(tuple(alternatives))
         for i, m in enumerate(members):
-            if "not" not in m.schema or simple_not(m.schema["not"]):
+            view = combinator_view(m)
+            if not view.has_not or simple_not(view.not_schema):
                 continue
             before = [expanded(x) for x in members[:i]] + [
                 Subschema(m.uri + "/~not", without(m.schema, "not"), m.base)]
             after = [expanded(x) for x in members[i + 1:]]
             branches = negation(self, self.report,
-                                Subschema(m.uri + "/not", m.schema["not"], m.base))
+                                Subschema(m.uri + "/not", view.not_schema, m.base))
             if not branches:
                 return Terminal(rx.EMPTY)
             # the complement's members right after the `not`'s own (property order)
@@ -277,13 +280,9 @@ class Conjunctions:
         """The JSON types every member's ``type`` allows."""
         types = set(TYPES)
         for m in members:
-            t = m.schema.get("type")
-            if t is None:
-                continue
-            ts = type_set(t)
-            if ts is None:
-                raise GrammarError(f"invalid type {t!r}", pointer(m, "type"))
-            types &= ts
+            ts = declared_types(m)
+            if ts is not None:
+                types &= ts
         return types
 
     def typed(self, members: list[Subschema]) -> Expr:
@@ -297,8 +296,8 @@ class Conjunctions:
                 return Terminal(rx.EMPTY)
             return Choice(tuple(self.json.value(v) for v in ok))
         alternatives: list[Expr] = []
-        gone = [v for m in members if isinstance(m.schema.get("not"), dict)
-                for v in excluded(m.schema["not"])]
+        gone = [v for m in members if isinstance(n := combinator_view(m).not_schema, dict)
+                for v in excluded(n)]
         scalar = rx.EMPTY
         if "null" in types and not any(v is None for v in gone):
             scalar = rx.alt(scalar, literal_node(None))
@@ -351,7 +350,7 @@ class Conjunctions:
 
     def negated_types(self, m: Subschema) -> set[str]:
         """Types excluded by ``not`` (only ``not: {type: …}`` style negations are exact)."""
-        n = m.schema.get("not")
+        n = combinator_view(m).not_schema
         if n is None:
             return set()
         if n is True:

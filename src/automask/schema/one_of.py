@@ -21,6 +21,7 @@ from automask.schema.subschema import (
     types_of,
 )
 from automask.schema.values import enumerated
+from automask.schema.views import combinator_view
 
 # The keywords that constrain values of one kind only (a value of another type passes).
 OBJECT_KEYWORDS = frozenset({
@@ -167,7 +168,8 @@ class OneOf:
         consts: dict[str, list] = {}
         for m in members:
             s = m.schema
-            nested = [b for kw in ("anyOf", "oneOf") for b in (s.get(kw) or ())]
+            view = combinator_view(m)
+            nested = [b for kw in ("anyOf", "oneOf") for b in (view.branches(kw) or ())]
             if nested:  # the value is one of the branches': narrow to their union
                 if depth >= 3 or not all(isinstance(b, dict) for b in nested):
                     continue

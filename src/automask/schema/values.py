@@ -9,21 +9,26 @@ from automask.schema.shapes import keyword_names
 from automask.schema.subschema import ANNOTATIONS, Subschema, json_key, pointer
 
 
+def value_lists(m: Subschema) -> tuple[list, ...]:
+    """The value lists ``m`` limits its values to: ``[const]`` and the ``enum`` (both hold
+    when both are given)."""
+    s = m.schema
+    if "enum" in s and not isinstance(s["enum"], list):
+        raise GrammarError("enum must be an array", pointer(m, "enum"))
+    return tuple(cand for cand in ([s["const"]] if "const" in s else None,
+                                   list(s["enum"]) if "enum" in s else None)
+                 if cand is not None)
+
+
 def enumerated(members: list[Subschema]) -> list | None:
     values = None
     for m in members:
-        s = m.schema
-        if "enum" in s and not isinstance(s["enum"], list):
-            raise GrammarError("enum must be an array", pointer(m, "enum"))
-        # const and enum side by side both hold
-        for cand in ([s["const"]] if "const" in s else None,
-                     list(s["enum"]) if "enum" in s else None):
-            if cand is not None:
-                if values is None:
-                    values = cand
-                else:
-                    keys = {json_key(c) for c in cand}
-                    values = [v for v in values if json_key(v) in keys]
+        for cand in value_lists(m):  # const and enum side by side both hold
+            if values is None:
+                values = cand
+            else:
+                keys = {json_key(c) for c in cand}
+                values = [v for v in values if json_key(v) in keys]
     if values is None:
         return None
     unique: dict = {}

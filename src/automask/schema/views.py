@@ -27,6 +27,7 @@ from automask.schema.subschema import (
     prefix_items,
     prefix_keyword,
     rest_items,
+    type_set,
 )
 from automask.schema.values import excluded
 
@@ -176,3 +177,33 @@ def array_view(m: Subschema) -> ArrayView:
             hi = count(s["maxContains"], m, "maxContains")
     return ArrayView(least, most, prefix_items(s), prefix_keyword(s), rest, rest_kw,
                      has_contains, s.get("contains"), lo, hi, s.get("uniqueItems") is True)
+
+
+def declared_types(m: Subschema) -> set[str] | None:
+    """The types ``m``'s ``type`` allows (``number`` admits integers); None: no ``type``."""
+    t = m.schema.get("type")
+    if t is None:
+        return None
+    ts = type_set(t)
+    if ts is None:
+        raise GrammarError(f"invalid type {t!r}", pointer(m, "type"))
+    return ts
+
+
+
+@dataclass(frozen=True)
+class CombinatorView:
+    """The in-place combinators of one position (their arrays checked where distributed)."""
+
+    any_of: Any  # the anyOf array, or None
+    one_of: Any
+    has_not: bool
+    not_schema: Any
+
+    def branches(self, kw: str) -> Any:
+        return self.any_of if kw == "anyOf" else self.one_of
+
+
+def combinator_view(m: Subschema) -> CombinatorView:
+    s = m.schema
+    return CombinatorView(s.get("anyOf"), s.get("oneOf"), "not" in s, s.get("not"))
