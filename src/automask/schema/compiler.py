@@ -102,6 +102,12 @@ class SchemaCompiler:
                               schema, self.root_base)
 
     def run(self) -> Grammar:
+        try:
+            return self._run()
+        finally:
+            self.conj.close()  # no cycles left: refcounting frees the compile's state
+
+    def _run(self) -> Grammar:
         js = self.json
         self.rules["root"] = Seq((js.lead(self.conj.conj_ref([self.root])), Terminal(js.layout.ws)))
         js.finish()

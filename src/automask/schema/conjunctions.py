@@ -109,6 +109,13 @@ class Conjunctions:
         self.one_of = OneOf(self)
         self.values = ConcreteValues(self, strings, numbers, objects, report, options.strict)
 
+    def close(self) -> None:
+        """Drops the keyword families: each holds this builder, and the cycles would leave
+        the compile's whole state to the cyclic collector, whose pass over it would then
+        land in some later step (see :mod:`automask.gc_pause`)."""
+        del self.strings, self.numbers, self.annotations, self.objects, self.arrays
+        del self.one_of, self.values
+
     def conj_ref(self, members: list[Subschema]) -> Expr:
         """A rule for the conjunction of ``members`` (memoized; recursion-safe).
 

@@ -22,7 +22,7 @@ A plain dict (a schema of the user's document) has the empty shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from automask.schema.subschema import Subschema
@@ -111,7 +111,11 @@ def unembedded(schema: dict, keywords: Mapping[str, Any]) -> dict:
     """``keywords`` with the shape of ``schema`` less its embedded subschema (which
     expansion has followed)."""
     if isinstance(schema, Written):
-        return Written(keywords, shape=replace(schema.shape, embedded=None))
+        shape = schema.shape
+        if shape.embedded is not None:
+            shape = Shape(None, shape.not_string, shape.not_multiple_of, shape.key_outside,
+                          shape.open)
+        return Written(keywords, shape=shape)
     return dict(keywords)
 
 
@@ -119,7 +123,9 @@ def opened(x: Any) -> Any:
     """A schema the compiler wrote, marked open at every level (``strict`` leaves it)."""
     if not isinstance(x, dict):
         return x
-    out = Written(x, shape=replace(shape_of(x), open=True))
+    shape = shape_of(x)
+    out = Written(x, shape=shape if shape.open else Shape(
+        shape.embedded, shape.not_string, shape.not_multiple_of, shape.key_outside, True))
     for k, v in x.items():
         if k in ("not", "items", "contains"):
             out[k] = opened(v)

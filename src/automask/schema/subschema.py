@@ -26,6 +26,8 @@ class Subschema:
     uri: str  # base URI + "#" + JSON pointer: identifies the position
     schema: Any
     base: str = field(compare=False)
+    # The typed views of its keywords made so far, by family (see views.py): made once.
+    views: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def escape(key: str) -> str:

@@ -52,6 +52,14 @@ class StringView:
 
 
 def string_view(m: Subschema) -> StringView:
+    """``m``'s string view (made on first use, then kept with ``m``)."""
+    view = m.views.get("string")
+    if view is None:
+        view = m.views["string"] = _string_view(m)
+    return view
+
+
+def _string_view(m: Subschema) -> StringView:
     s = m.schema
     lo, hi = s.get("minLength"), s.get("maxLength")
     lengths = None
@@ -87,6 +95,14 @@ NUMBER_VALUES = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 
 
 def number_view(m: Subschema) -> NumberView:
+    """``m``'s number view (made on first use, then kept with ``m``)."""
+    view = m.views.get("number")
+    if view is None:
+        view = m.views["number"] = _number_view(m)
+    return view
+
+
+def _number_view(m: Subschema) -> NumberView:
     s = m.schema
     for kw in NUMBER_VALUES:
         v = s.get(kw)
@@ -132,6 +148,14 @@ class ObjectView:
 
 
 def object_view(m: Subschema, strict: bool) -> ObjectView:
+    """``m``'s object view (made on first use, then kept with ``m``)."""
+    view = m.views.get("object")
+    if view is None:
+        view = m.views["object"] = _object_view(m, strict)
+    return view
+
+
+def _object_view(m: Subschema, strict: bool) -> ObjectView:
     s = m.schema
     props = s.get("properties", {})
     if not isinstance(props, dict):
@@ -165,6 +189,14 @@ class ArrayView:
 
 
 def array_view(m: Subschema) -> ArrayView:
+    """``m``'s array view (made on first use, then kept with ``m``)."""
+    view = m.views.get("array")
+    if view is None:
+        view = m.views["array"] = _array_view(m)
+    return view
+
+
+def _array_view(m: Subschema) -> ArrayView:
     s = m.schema
     least = count(s["minItems"], m, "minItems") if "minItems" in s else None
     most = count(s["maxItems"], m, "maxItems") if "maxItems" in s else None
@@ -205,5 +237,13 @@ class CombinatorView:
 
 
 def combinator_view(m: Subschema) -> CombinatorView:
+    """``m``'s combinators view (made on first use, then kept with ``m``)."""
+    view = m.views.get("combinators")
+    if view is None:
+        view = m.views["combinators"] = _combinator_view(m)
+    return view
+
+
+def _combinator_view(m: Subschema) -> CombinatorView:
     s = m.schema
     return CombinatorView(s.get("anyOf"), s.get("oneOf"), "not" in s, s.get("not"))
