@@ -10,10 +10,10 @@ in the order the family meets the positions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from automask.errors import GrammarError
 from automask.schema.shapes import KeyOutside, default_additional, keyword_names, shape_of
@@ -51,12 +51,20 @@ class StringView:
     excluded: tuple[str, ...] | None  # strings a ``not: {enum/const}`` excludes
 
 
+V = TypeVar("V")
+
+
+def _kept(m: Subschema, family: str, make: Callable[[Subschema], V]) -> V:
+    """The view of ``family`` kept with ``m``, made by ``make(m)`` on first use."""
+    view = m.views.get(family)
+    if view is None:
+        view = m.views[family] = make(m)
+    return view
+
+
 def string_view(m: Subschema) -> StringView:
     """``m``'s string view (made on first use, then kept with ``m``)."""
-    view = m.views.get("string")
-    if view is None:
-        view = m.views["string"] = _string_view(m)
-    return view
+    return _kept(m, "string", _string_view)
 
 
 def _string_view(m: Subschema) -> StringView:
@@ -96,10 +104,7 @@ NUMBER_VALUES = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 
 def number_view(m: Subschema) -> NumberView:
     """``m``'s number view (made on first use, then kept with ``m``)."""
-    view = m.views.get("number")
-    if view is None:
-        view = m.views["number"] = _number_view(m)
-    return view
+    return _kept(m, "number", _number_view)
 
 
 def _number_view(m: Subschema) -> NumberView:
@@ -148,11 +153,9 @@ class ObjectView:
 
 
 def object_view(m: Subschema, strict: bool) -> ObjectView:
-    """``m``'s object view (made on first use, then kept with ``m``)."""
-    view = m.views.get("object")
-    if view is None:
-        view = m.views["object"] = _object_view(m, strict)
-    return view
+    """``m``'s object view (made on first use, then kept with ``m``: one compile has one
+    ``strict``)."""
+    return _kept(m, "object", lambda m: _object_view(m, strict))
 
 
 def _object_view(m: Subschema, strict: bool) -> ObjectView:
@@ -190,10 +193,7 @@ class ArrayView:
 
 def array_view(m: Subschema) -> ArrayView:
     """``m``'s array view (made on first use, then kept with ``m``)."""
-    view = m.views.get("array")
-    if view is None:
-        view = m.views["array"] = _array_view(m)
-    return view
+    return _kept(m, "array", _array_view)
 
 
 def _array_view(m: Subschema) -> ArrayView:
@@ -238,10 +238,7 @@ class CombinatorView:
 
 def combinator_view(m: Subschema) -> CombinatorView:
     """``m``'s combinators view (made on first use, then kept with ``m``)."""
-    view = m.views.get("combinators")
-    if view is None:
-        view = m.views["combinators"] = _combinator_view(m)
-    return view
+    return _kept(m, "combinators", _combinator_view)
 
 
 def _combinator_view(m: Subschema) -> CombinatorView:
