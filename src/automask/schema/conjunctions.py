@@ -364,11 +364,14 @@ class Conjunctions:
             return set(TYPES)
         if n is False:
             return set()
-        if isinstance(n, dict) and not keyword_names(n) - ANNOTATIONS:
+        if not isinstance(n, dict):
+            return set()
+        kws = keyword_names(n) - ANNOTATIONS
+        if not kws:
             return set(TYPES)  # not {} is not true
-        if isinstance(n, dict) and keyword_names(n) - ANNOTATIONS == {"type"}:
+        if kws == {"type"}:
             return type_set(n["type"]) or set()
-        if isinstance(n, dict) and keyword_names(n) - ANNOTATIONS <= {"enum", "const"}:
+        if kws <= {"enum", "const"}:
             if any(isinstance(v, (dict, list)) for v in excluded(n)):
                 self.report.unsupported("'not' of object or array values", m, "not")
             return set()  # enforced per type: see excluded_values()

@@ -92,7 +92,8 @@ def shape_of(schema: Any) -> Shape:
 
 def keyword_names(schema: dict) -> set[str]:
     """The keywords of a schema object, with the names of its shape's requirements."""
-    return set(schema) | shape_of(schema).requirements()
+    shape = shape_of(schema)
+    return set(schema) if shape is PLAIN else set(schema) | shape.requirements()
 
 
 def embed(m: Subschema) -> Written:

@@ -237,8 +237,13 @@ class CombinatorView:
 
 
 def combinator_view(m: Subschema) -> CombinatorView:
-    """``m``'s combinators view (made on first use, then kept with ``m``)."""
-    return _kept(m, "combinators", _combinator_view)
+    """``m``'s combinators view (made on first use, then kept with ``m``). Read inline,
+    not through :func:`_kept`: every conjunction asks it of every member (millions of
+    calls on a large schema)."""
+    view = m.views.get("combinators")
+    if view is None:
+        view = m.views["combinators"] = _combinator_view(m)
+    return view
 
 
 def _combinator_view(m: Subschema) -> CombinatorView:
