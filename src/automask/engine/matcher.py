@@ -89,8 +89,8 @@ class Matcher:
         return token_id
 
     def _after(self, token_id: int) -> ParseState | None:
-        """The parse state after ``token_id``, or None if it is not allowed (no change)."""
-        token_id = self._check_id(token_id)
+        """The parse state after ``token_id`` (checked by the caller: :meth:`_check_id`),
+        or None if it is not allowed (no change)."""
         if self._terminated[-1]:
             return None
         config = self._history[-1]
