@@ -54,11 +54,11 @@ class StringView:
 V = TypeVar("V")
 
 
-def _kept(m: Subschema, family: str, make: Callable[[Subschema], V]) -> V:
-    """The view of ``family`` kept with ``m``, made by ``make(m)`` on first use."""
+def _kept(m: Subschema, family: str, make: Callable[..., V], *args: Any) -> V:
+    """The view of ``family`` kept with ``m``, made by ``make(m, *args)`` on first use."""
     view = m.views.get(family)
     if view is None:
-        view = m.views[family] = make(m)
+        view = m.views[family] = make(m, *args)
     return view
 
 
@@ -155,7 +155,7 @@ class ObjectView:
 def object_view(m: Subschema, strict: bool) -> ObjectView:
     """``m``'s object view (made on first use, then kept with ``m``: one compile has one
     ``strict``)."""
-    return _kept(m, "object", lambda m: _object_view(m, strict))
+    return _kept(m, "object", _object_view, strict)
 
 
 def _object_view(m: Subschema, strict: bool) -> ObjectView:
