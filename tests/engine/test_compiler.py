@@ -85,7 +85,7 @@ def test_compile_uses_the_vocabularys_default_compiler(tiny_bpe_vocab):
 def test_unknown_shortcuts_and_non_grammars_are_refused(tiny_bpe_vocab):
     with pytest.raises(ValueError, match="unknown shortcut.*gapp"):
         Compiler(tiny_bpe_vocab, shortcuts=["gapp"])
-    assert Compiler(tiny_bpe_vocab, shortcuts=SHORTCUTS - {"gap"}).shortcuts == \
+    assert Compiler(tiny_bpe_vocab, shortcuts=SHORTCUTS - {"gap"}).scans.shortcuts == \
         SHORTCUTS - {"gap"}
     with pytest.raises(TypeError, match="takes a Grammar"):
         Compiler(tiny_bpe_vocab).compile("[a-z]+")

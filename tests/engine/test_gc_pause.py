@@ -193,7 +193,7 @@ def test_cached_scans_are_out_of_the_collectors_sight(tiny_bpe_vocab):
         matcher.mask_words()
         assert matcher.accept_token(token)
     gc.collect()
-    shared = compiler_for(tiny_bpe_vocab).scans
+    shared = compiler_for(tiny_bpe_vocab).scans.cache
     scans = [value for key, value in shared.items()
              if all(isinstance(k, int) for k in key)]  # (token set, node, follow) -> scan
     groups = [pair for _, by_node in scans for pair in by_node]

@@ -234,7 +234,7 @@ def run_memory_bench(data_path: str, tokenizer_path: str, *, schemas: int = DEFA
     bitmask = allocate_bitmask(1, vocab.size)
     p(f"bench memory: {schemas} distinct schemas from {data_path} ({len(walks)} with a valid "
       f"instance, then repeats), tokenizer {tokenizer_path} ({vocab.size} ids), a sample every "
-      f"{every}; shared scans budget {compiler.scans.budget / 2**20:.0f} MiB")
+      f"{every}; shared scans budget {compiler.scans.cache.budget / 2**20:.0f} MiB")
     if traced:
         tracemalloc.start()
     outcomes = {"pass": 0, "refused": 0, "error": 0}
@@ -272,7 +272,7 @@ def run_memory_bench(data_path: str, tokenizer_path: str, *, schemas: int = DEFA
     return {"command": "bench memory", "python": platform.python_version(),
             "machine": platform.machine(), "data": data_path, "tokenizer": tokenizer_path,
             "vocab_size": vocab.size, "schemas": done, "every": every, "seed": seed,
-            "shared_scan_bytes": compiler.scans.budget, "dev_schemas": len(walks),
+            "shared_scan_bytes": compiler.scans.cache.budget, "dev_schemas": len(walks),
             "samples": samples, "plateau": check}
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING
 from automask.budget import time_budget
 from automask.engine.earley import Parser, ParserTables, follow_lexemes
 from automask.engine.lexer import LexerDFA
-from automask.engine.masks import SHORTCUTS, BoundedCache, MaskComputer
+from automask.engine.masks import SHORTCUTS, BoundedCache, MaskComputer, SharedScans
 from automask.engine.state import StateTable
 from automask.engine.tokens import RootTokens
 from automask.errors import GrammarError
@@ -94,12 +93,10 @@ class Compiler:
             raise ValueError(f"unknown shortcut(s): {', '.join(sorted(unknown))} "
                              f"(known: {', '.join(sorted(SHORTCUTS))})")
         self.vocab = vocab
-        self.shortcuts = frozenset(shortcuts)
         excluded = set(vocab.special_ids) | set(vocab.eos_token_ids)
         #: the vocabulary's ordinary tokens as a byte matrix, shared by every grammar
         self.tokens = RootTokens(vocab.tokens, excluded, vocab.size)
-        self.scans = BoundedCache(cache_limit_bytes)
-        self.scan_counts: Counter[str] = Counter()
+        self.scans = SharedScans(BoundedCache(cache_limit_bytes), frozenset(shortcuts))
 
     def compile(self, grammar: Grammar, *, limits: Limits | None = None) -> CompiledGrammar:
         """``grammar`` compiled for this compiler's vocabulary (cheap: automata are lazy)."""
@@ -109,12 +106,13 @@ class Compiler:
 
     def clear(self) -> None:
         """Drop the shared scans (grammars compiled before go on, and make them again)."""
-        self.scans.clear_all()
-        self.scan_counts.clear()
+        self.scans.cache.clear_all()
+        self.scans.made.clear()
 
     def stats(self) -> CacheStats:
-        return CacheStats(len(self.scans), self.scans.used, self.scans.budget,
-                          self.scans.evicted, dict(self.scan_counts))
+        cache = self.scans.cache
+        return CacheStats(len(cache), cache.used, cache.budget, cache.evicted,
+                          dict(self.scans.made))
 
 
 _defaults: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -151,9 +149,7 @@ class CompiledGrammar:
         self.states = StateTable(self.lexer, self.parser, self.limits.max_configs)
         self.masks = MaskComputer(self.states, self.root, self.eos_token_ids,
                                   self.limits.mask_cache_bytes, self.limits.scan_cache_bytes,
-                                  self.limits.decision_cache_bytes, shared_scans=compiler.scans,
-                                  shortcuts=compiler.shortcuts,
-                                  scan_counts=compiler.scan_counts)
+                                  self.limits.decision_cache_bytes, shared=compiler.scans)
 
     @property
     def vocab_size(self) -> int:

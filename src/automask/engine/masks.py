@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from gc import is_tracked
 from typing import Any
@@ -208,20 +209,28 @@ class Mask:
         out.put(self.word_idx, self.word_val)  # distinct, whole words: no OR needed
 
 
+@dataclass(eq=False)
+class SharedScans:
+    """The scans every grammar of one compiler shares (see
+    :class:`~automask.engine.compiled.Compiler`): the cache, the shortcuts in use, and
+    how many scans each made (``walk``: plain walks of the token trie)."""
+
+    cache: BoundedCache
+    shortcuts: frozenset[str] = SHORTCUTS
+    made: Counter[str] = field(default_factory=Counter)
+
+
 class MaskComputer:
     """Computes and caches token masks for configurations."""
 
     def __init__(self, states: StateTable, root: RootTokens, eos_ids: tuple[int, ...],
                  mask_cache_bytes: int = 12 << 20, scan_cache_bytes: int = 12 << 20,
-                 decision_cache_bytes: int = 6 << 20, *, shared_scans: BoundedCache,
-                 shortcuts: frozenset[str] = SHORTCUTS, scan_counts: Counter[str] | None = None):
-        """``shared_scans``, ``shortcuts`` and ``scan_counts``: the compiler's (see
-        :class:`~automask.engine.compiled.Compiler`), shared with every grammar of ``root``."""
+                 decision_cache_bytes: int = 6 << 20, *, shared: SharedScans):
         self.states = states
         self.root = root
-        self._shared = shared_scans
-        self._shortcuts = shortcuts
-        self._scan_counts: Counter[str] = Counter() if scan_counts is None else scan_counts
+        self._shared = shared.cache
+        self._shortcuts = shared.shortcuts
+        self._scan_counts = shared.made
         self.nwords = (root.size + 31) // 32
         self.eos_ids = np.array(sorted(i for i in set(eos_ids) if 0 <= i < root.size),
                                 dtype=np.int64)
