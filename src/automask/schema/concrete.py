@@ -20,7 +20,7 @@ from automask.schema.subschema import (
     json_key,
     json_type,
 )
-from automask.schema.values import enumerated, excluded
+from automask.schema.values import enumerated
 from automask.schema.views import (
     array_view,
     combinator_view,
@@ -41,24 +41,17 @@ class ConcreteValues:
         self.objects = objects
         self.report = report
         self.strict = strict
-        # Per subschema (by uri): its string constraints and the values its ``not``
-        # excludes, read once for all the values of an enum (thousands, each checked
-        # against both).
+        # Per subschema (by uri): its string constraints, read once for all the values
+        # of an enum (thousands, each checked against them).
         self._strings_of: dict[str, rx.Node] = {}
-        self._excluded_of: dict[str, set] = {}
 
     def value_ok(self, value, members: list[Subschema]) -> bool:
         """Whether an enumerated value meets the other keywords of the conjunction."""
         check_time()
         for m in members:
-            s = m.schema
-            n = s.get("not")
-            if isinstance(n, dict):
-                gone = self._excluded_of.get(m.uri)
-                if gone is None:
-                    gone = self._excluded_of[m.uri] = {json_key(c) for c in excluded(n)}
-                if json_key(value) in gone:
-                    return False
+            gone = combinator_view(m).not_excluded_keys
+            if gone and json_key(value) in gone:
+                return False
             if isinstance(value, str):
                 node = self._strings_of.get(m.uri)
                 if node is None:

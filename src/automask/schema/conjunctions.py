@@ -41,7 +41,7 @@ from automask.schema.subschema import (
     pointer,
     type_set,
 )
-from automask.schema.values import enumerated, excluded, simple_not
+from automask.schema.values import enumerated
 from automask.schema.views import combinator_view, declared_types
 
 HANDLED = frozenset({
@@ -89,6 +89,11 @@ class Conjunctions:
         self.tracks = tracks
         self.root_base = root_base
         self.positions: dict[str, Subschema] = {}  # uri -> the subschema as the schema has it
+        # Every member of a conjunction, one object per (uri, schema object, base): what
+        # is read of a position (its views, its expansion, its checks) is then made once
+        # however many conjunctions hold it. (The key holds the schema's id, and the
+        # value the schema: no id is reused while the compile runs.)
+        self._interned: dict[tuple[str, int, str], Subschema] = {}
         self._memo: dict[tuple[str, ...], str] = {}
         self.keys: dict[str, tuple[str, ...]] = {}  # conjunction rule -> its key
         self.sites: dict[str, str] = {}  # memo rule -> the subschema URI it compiles first
@@ -200,9 +205,10 @@ class Conjunctions:
     def expand(self, members: list[Subschema]) -> list[Subschema] | None:
         """Flatten ``$ref`` and ``allOf``; None when some member is ``false``."""
         out: dict[str, Subschema] = {}
-        todo = list(members)
+        todo = members[::-1]  # a stack: the next member is last
+        interned = self._interned
         while todo:
-            m = todo.pop(0)
+            m = todo.pop()
             if m.uri in out:
                 continue
             s = m.schema
@@ -210,32 +216,53 @@ class Conjunctions:
                 continue
             if s is False:
                 return None
-            if not isinstance(s, dict):
-                raise GrammarError("a schema is an object or a boolean", pointer(m))
-            if changes_base(s):
-                base = self.refs.rebase(m.base, s)
-                m = Subschema(self.refs.scoped_uri(m.uri, self.refs.enter(scope_of(m.uri), base)),
-                              s, base)
-            out[m.uri] = m
-            self.positions.setdefault(m.uri, m)
-            children: list[Subschema] = []
-            if "$ref" in s:
-                if not isinstance(s["$ref"], str):
-                    raise GrammarError("$ref must be a string", pointer(m, "$ref"))
-                children.append(self.refs.resolve(s["$ref"], m))
-            if "$dynamicRef" in s:
-                children.append(self.refs.dynamic_target(m))
-            embedded = shape_of(s).embedded
-            if embedded is not None:
-                children.append(embedded)
-            all_of = s.get("allOf", [])
-            if not isinstance(all_of, list) or (not all_of and "allOf" in s):
-                raise GrammarError("allOf must be a non-empty array", pointer(m, "allOf"))
-            for i, sub in enumerate(all_of):
-                children.append(Subschema(f"{m.uri}/allOf/{i}", sub, m.base))
+            known = interned.get((m.uri, id(s), m.base))
+            if known is None:
+                known = self._intern(m)
+            out[known.uri] = known
             # depth first: a member's subschemas come right after it (property order)
-            todo[:0] = children + conditionals(m, self.tracks)
+            todo += known.views["expansion"]
         return list(out.values())
+
+    def _intern(self, m: Subschema) -> Subschema:
+        """The one object for ``m``'s position (its base URI applied), with its expansion
+        (pushed reversed: ``expand`` pops from the end)."""
+        s = m.schema
+        if not isinstance(s, dict):
+            raise GrammarError("a schema is an object or a boolean", pointer(m))
+        key = (m.uri, id(s), m.base)
+        if changes_base(s):
+            base = self.refs.rebase(m.base, s)
+            m = Subschema(self.refs.scoped_uri(m.uri, self.refs.enter(scope_of(m.uri), base)),
+                          s, base)
+        m = self._interned.get((m.uri, id(s), m.base), m)
+        if "expansion" not in m.views:  # (an error leaves nothing interned)
+            m.views["expansion"] = self._children(m)[::-1]
+        self._interned[key] = self._interned[(m.uri, id(s), m.base)] = m
+        self.positions.setdefault(m.uri, m)
+        return m
+
+    def _children(self, m: Subschema) -> list[Subschema]:
+        """The members ``m`` brings into its conjunction: the targets of its references,
+        its embedded subschema, its ``allOf`` members and the rewrites of its conditional
+        keywords (made once per position: see ``_interned``)."""
+        s = m.schema
+        children: list[Subschema] = []
+        if "$ref" in s:
+            if not isinstance(s["$ref"], str):
+                raise GrammarError("$ref must be a string", pointer(m, "$ref"))
+            children.append(self.refs.resolve(s["$ref"], m))
+        if "$dynamicRef" in s:
+            children.append(self.refs.dynamic_target(m))
+        embedded = shape_of(s).embedded
+        if embedded is not None:
+            children.append(embedded)
+        all_of = s.get("allOf", [])
+        if not isinstance(all_of, list) or (not all_of and "allOf" in s):
+            raise GrammarError("allOf must be a non-empty array", pointer(m, "allOf"))
+        for i, sub in enumerate(all_of):
+            children.append(Subschema(f"{m.uri}/allOf/{i}", sub, m.base))
+        return children + conditionals(m, self.tracks)
 
     # ------------------------------------------------------------------ conjunctions
     def conj(self, members: list[Subschema]) -> Expr:
@@ -270,7 +297,7 @@ class Conjunctions:
                 return Choice(tuple(alternatives))
         for i, m in enumerate(members):
             view = combinator_view(m)
-            if not view.has_not or simple_not(view.not_schema):
+            if not view.has_not or view.not_simple:
                 continue
             before = [expanded(x) for x in members[:i]] + [
                 Subschema(m.uri + "/~not", without(m.schema, "not"), m.base)]
@@ -303,8 +330,7 @@ class Conjunctions:
                 return Terminal(rx.EMPTY)
             return Choice(tuple(self.json.value(v) for v in ok))
         alternatives: list[Expr] = []
-        gone = [v for m in members if isinstance(n := combinator_view(m).not_schema, dict)
-                for v in excluded(n)]
+        gone = [v for m in members for v in combinator_view(m).not_excludes]
         scalar = rx.EMPTY
         if "null" in types and not any(v is None for v in gone):
             scalar = rx.alt(scalar, literal_node(None))
@@ -347,6 +373,8 @@ class Conjunctions:
 
     # ------------------------------------------------------------------ keywords
     def check_keywords(self, m: Subschema) -> None:
+        if "checked" in m.views:  # an interned member, checked when first met
+            return
         s = m.schema
         check_values(m)
         for kw in s:
@@ -354,10 +382,19 @@ class Conjunctions:
                 continue
             if kw == "$recursiveRef":
                 self.report.unsupported(kw, m, kw)
+        m.views["checked"] = True
 
-    def negated_types(self, m: Subschema) -> set[str]:
-        """Types excluded by ``not`` (only ``not: {type: …}`` style negations are exact)."""
-        n = combinator_view(m).not_schema
+    def negated_types(self, m: Subschema) -> frozenset[str]:
+        """Types excluded by ``not`` (only ``not: {type: …}`` style negations are exact;
+        made on first use, then kept with ``m``)."""
+        found = m.views.get("negated")
+        if found is None:
+            found = m.views["negated"] = frozenset(self._negated_types(m))
+        return found
+
+    def _negated_types(self, m: Subschema) -> set[str]:
+        view = combinator_view(m)
+        n = view.not_schema
         if n is None:
             return set()
         if n is True:
@@ -372,7 +409,7 @@ class Conjunctions:
         if kws == {"type"}:
             return type_set(n["type"]) or set()
         if kws <= {"enum", "const"}:
-            if any(isinstance(v, (dict, list)) for v in excluded(n)):
+            if any(isinstance(v, (dict, list)) for v in view.not_excludes):
                 self.report.unsupported("'not' of object or array values", m, "not")
             return set()  # enforced per type: see excluded_values()
         return set()  # other forms are distributed by conj()

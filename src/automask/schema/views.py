@@ -22,6 +22,7 @@ from automask.schema.subschema import (
     Subschema,
     count,
     is_number,
+    json_key,
     pattern_properties,
     pointer,
     prefix_items,
@@ -29,7 +30,6 @@ from automask.schema.subschema import (
     rest_items,
     type_set,
 )
-from automask.schema.values import excluded
 
 Limit = tuple[Decimal, bool]  # (value, strict)
 
@@ -54,10 +54,14 @@ class StringView:
 V = TypeVar("V")
 
 
+_MISSING: Any = object()
+
+
 def _kept(m: Subschema, family: str, make: Callable[..., V], *args: Any) -> V:
-    """The view of ``family`` kept with ``m``, made by ``make(m, *args)`` on first use."""
-    view = m.views.get(family)
-    if view is None:
+    """The view of ``family`` kept with ``m``, made by ``make(m, *args)`` on first use
+    (not kept when ``make`` raises: some callers read on past a malformed branch)."""
+    view = m.views.get(family, _MISSING)
+    if view is _MISSING:
         view = m.views[family] = make(m, *args)
     return view
 
@@ -211,15 +215,35 @@ def _array_view(m: Subschema) -> ArrayView:
                      has_contains, s.get("contains"), lo, hi, s.get("uniqueItems") is True)
 
 
-def declared_types(m: Subschema) -> set[str] | None:
-    """The types ``m``'s ``type`` allows (``number`` admits integers); None: no ``type``."""
+def declared_types(m: Subschema) -> frozenset[str] | None:
+    """The types ``m``'s ``type`` allows (``number`` admits integers); None: no ``type``
+    (made on first use, then kept with ``m``)."""
+    return _kept(m, "types", _declared_types)
+
+
+def _declared_types(m: Subschema) -> frozenset[str] | None:
     t = m.schema.get("type")
     if t is None:
         return None
     ts = type_set(t)
     if ts is None:
         raise GrammarError(f"invalid type {t!r}", pointer(m, "type"))
-    return ts
+    return frozenset(ts)
+
+
+def value_lists(m: Subschema) -> tuple[list, ...]:
+    """The value lists ``m`` limits its values to: ``[const]`` and the ``enum`` (both hold
+    when both are given; made on first use, then kept with ``m``)."""
+    return _kept(m, "values", _value_lists)
+
+
+def _value_lists(m: Subschema) -> tuple[list, ...]:
+    s = m.schema
+    if "enum" in s and not isinstance(s["enum"], list):
+        raise GrammarError("enum must be an array", pointer(m, "enum"))
+    return tuple(cand for cand in ([s["const"]] if "const" in s else None,
+                                   list(s["enum"]) if "enum" in s else None)
+                 if cand is not None)
 
 
 
@@ -231,6 +255,9 @@ class CombinatorView:
     one_of: Any
     has_not: bool
     not_schema: Any
+    not_simple: bool  # the ``not`` is enforced in place (see simple_not)
+    not_excludes: tuple  # the values a ``not: {enum/const}`` excludes (see excluded)
+    not_excluded_keys: frozenset  # their json_key()s
 
     def branches(self, kw: str) -> Any:
         return self.any_of if kw == "anyOf" else self.one_of
@@ -248,4 +275,30 @@ def combinator_view(m: Subschema) -> CombinatorView:
 
 def _combinator_view(m: Subschema) -> CombinatorView:
     s = m.schema
-    return CombinatorView(s.get("anyOf"), s.get("oneOf"), "not" in s, s.get("not"))
+    n = s.get("not")
+    gone = tuple(excluded(n)) if isinstance(n, dict) else ()
+    return CombinatorView(s.get("anyOf"), s.get("oneOf"), "not" in s, n, simple_not(n), gone,
+                          frozenset(json_key(v) for v in gone))
+
+
+def excluded(n: dict) -> list:
+    """The values a ``not: {enum/const}`` excludes."""
+    values = list(n.get("enum") or []) if "enum" in n else None
+    if "const" in n:  # with both, only values in both are excluded
+        values = [n["const"]] if values is None else [
+            v for v in values if json_key(v) == json_key(n["const"])]
+    return values or []
+
+
+def simple_not(n: Any) -> bool:
+    """Whether a ``not: n`` is enforced in place, where the conjunction is typed (types,
+    scalar values, booleans), rather than distributed as a complement."""
+    if isinstance(n, bool):
+        return True
+    if not isinstance(n, dict):
+        return False
+    kws = keyword_names(n) - ANNOTATIONS
+    if kws <= {"type"}:
+        return True
+    return kws <= {"enum", "const"} and not any(
+        isinstance(v, (dict, list)) for v in excluded(n))
