@@ -9,6 +9,11 @@ the tightest bounds, objects key by key, arrays position by position. Every
 conjunction becomes one grammar rule, memoized by the schema positions it
 holds, so recursive ``$ref``s become recursive rules with no depth limit.
 
+The compile normalizes, then lowers: the whole document is checked (JSON, keyword
+values) and its ``$id``s and anchors indexed up front; each position is interned the
+first time a conjunction meets it, with its references and ``allOf`` resolved and its
+keywords read into typed views once (see ``docs/architecture.md``).
+
 Nothing is ignored silently: a keyword with a validation meaning that is not
 enforced raises :class:`UnsupportedFeature` naming it and its JSON pointer
 (``lenient=True`` turns that into a warning and ignores the keyword).

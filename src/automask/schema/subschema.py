@@ -26,7 +26,8 @@ class Subschema:
     uri: str  # base URI + "#" + JSON pointer: identifies the position
     schema: Any
     base: str = field(compare=False)
-    # The typed views of its keywords made so far, by family (see views.py): made once.
+    # What has been read of it so far, made once: its typed views by family (views.py),
+    # and, once the conjunction builder has interned it, its expansion and checks.
     views: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
