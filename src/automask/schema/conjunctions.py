@@ -89,10 +89,14 @@ class Conjunctions:
         self.tracks = tracks
         self.root_base = root_base
         self.positions: dict[str, Subschema] = {}  # uri -> the subschema as the schema has it
-        # Every member of a conjunction, one object per (uri, schema object, base): what
-        # is read of a position (its views, its expansion, its checks) is then made once
-        # however many conjunctions hold it. (The key holds the schema's id, and the
-        # value the schema: no id is reused while the compile runs.)
+        # Every member of the user's document met in a conjunction, one object per (uri,
+        # schema object, base): what is read of a position (its views, its expansion, its
+        # checks) is then made once however many conjunctions hold it. (The key holds the
+        # schema's id, and the value the schema: no id is reused while the compile runs.)
+        # Schemas the compiler writes are not held here: most are made for one
+        # distribution and dropped (held, they tripled a large compile's peak memory);
+        # those that recur are reached through a document position's expansion, which
+        # keeps the same object, views and all.
         self._interned: dict[tuple[str, int, str], Subschema] = {}
         self._memo: dict[tuple[str, ...], str] = {}
         self.keys: dict[str, tuple[str, ...]] = {}  # conjunction rule -> its key
@@ -216,9 +220,10 @@ class Conjunctions:
                 continue
             if s is False:
                 return None
-            known = interned.get((m.uri, id(s), m.base))
-            if known is None:
-                known = self._intern(m)
+            if "expansion" in m.views:
+                known = m
+            else:
+                known = interned.get((m.uri, id(s), m.base)) or self._intern(m)
             out[known.uri] = known
             # depth first: a member's subschemas come right after it (property order)
             todo += known.views["expansion"]
@@ -238,7 +243,8 @@ class Conjunctions:
         m = self._interned.get((m.uri, id(s), m.base), m)
         if "expansion" not in m.views:  # (an error leaves nothing interned)
             m.views["expansion"] = self._children(m)[::-1]
-        self._interned[key] = self._interned[(m.uri, id(s), m.base)] = m
+        if type(s) is dict:
+            self._interned[key] = self._interned[(m.uri, id(s), m.base)] = m
         self.positions.setdefault(m.uri, m)
         return m
 
