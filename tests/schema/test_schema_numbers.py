@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
+from automask import Grammar
+from automask.errors import EmptyLanguage, GrammarError, LimitExceeded, UnsupportedFeature
 from automask.regex import nodes as rx
 from automask.schema import number_multiples, numbers
 from automask.schema.number_multiples import (
@@ -395,3 +396,17 @@ def test_decimal_multiple_table():
     assert _m(node, "0.9") and _m(node, "-1.2") and not _m(node, "1") and not _m(node, "0.31")
     node = decimal_multiple_node(5)
     assert _m(node, "10") and _m(node, "10.0") and not _m(node, "10.5") and not _m(node, "7")
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "multipleOf": 0.5, "not": {"multipleOf": 0.25}},
+    {"type": "integer", "multipleOf": 6, "not": {"multipleOf": 3}},
+    {"type": "number", "multipleOf": 11, "not": {"multipleOf": 11}},
+])
+def test_a_multiple_that_must_not_be_a_multiple_of_a_divisor_is_empty(schema):
+    """Every multiple of 0.5 is one of 0.25: nothing is valid (decided from the divisors,
+    not by intersecting the regexes)."""
+    with pytest.raises(EmptyLanguage):
+        Grammar.from_json_schema(schema)
+    left = Grammar.from_json_schema({**schema, "not": {"multipleOf": 7}})  # 7 divides none
+    assert left.productions

@@ -257,6 +257,14 @@ CASES = [
      [0.5, 0.3, 1, 1.75, 1.1, -0.26, 0.0], D2020),
     ("oneOf-multiples", {"type": "integer", "oneOf": [{"multipleOf": 3}, {"multipleOf": 5}]},
      [3, 5, 15, 7, 30, 9, 10, 0, -6], D2020),
+    # Branches sharing a multipleOf (or one dividing the other): where both hold the
+    # "multiple and not a multiple" side is empty, decided without intersecting regexes.
+    ("oneOf-same-multiple", {"type": "number", "oneOf": [
+        {"multipleOf": 11}, {"multipleOf": 11, "minimum": 100}]},
+     [22, 0, 99, 110, 121, 5, 11.5, 1.1e1, -33], D2020),
+    ("oneOf-dividing-multiple", {"type": "integer", "oneOf": [
+        {"multipleOf": 4}, {"multipleOf": 2, "maximum": 10}]},
+     [4, 8, 12, 16, 2, 6, 10, 14, 3, -2], D2020),
     # not of additionalProperties false: some key neither a property nor a pattern names
     ("not-additionalProperties", {"type": "object", "not": {
         "properties": {"a": {}, "b": {"type": "string"}}, "patternProperties": {"^x": True},

@@ -12,7 +12,7 @@ from fractions import Fraction
 from automask.regex import nodes as rx
 from automask.schema.lowering import Report
 from automask.schema.subschema import Subschema
-from automask.schema.views import number_view
+from automask.schema.views import decimal_of, number_view
 
 
 class NumberKeywords:
@@ -50,17 +50,27 @@ class NumberKeywords:
     def number(self, members: list[Subschema], integer: bool) -> rx.Node:
         from automask.schema import number_multiples
 
-        node = self.bounded_number(members, integer)
+        bounds = self.bounds(members)
         excluded = [v for m in members if (v := number_view(m).not_multiple_of) is not None]
+        mult = bounds[4]
+        if mult is not None and any(is_multiple(mult, decimal_of(v)) for v in excluded):
+            # Every multiple of ``mult`` is one of ``v``: nothing is left (a oneOf of
+            # branches with the same multipleOf). Exact, and it saves the regex
+            # intersection, whose emptiness test walks the product of two
+            # divisibility automata (seconds for multipleOf 11 on numbers).
+            return rx.EMPTY
+        node = self.bounded_number(members, integer, bounds)
         if excluded and node is not rx.EMPTY:
             node = rx.intersect(node, *(number_multiples.non_multiple_node(v) for v in excluded))
         return node
 
-    def bounded_number(self, members: list[Subschema], integer: bool) -> rx.Node:
-        """Number (or integer) texts within the members' bounds and ``multipleOf``."""
+    def bounded_number(self, members: list[Subschema], integer: bool, bounds: tuple
+                       ) -> rx.Node:
+        """Number (or integer) texts within the members' ``bounds`` and ``multipleOf``
+        (as :meth:`bounds` reads them)."""
         from automask.schema import number_multiples, numbers
 
-        lo, lo_x, hi, hi_x, mult = self.bounds(members)
+        lo, lo_x, hi, hi_x, mult = bounds
         if mult is not None and not integer:  # 6000.0 is a number and a multiple of 1
             return number_multiples.decimal_multiple_node(mult, **number_bounds(lo, lo_x, hi, hi_x))
         if mult is not None and mult != mult.to_integral_value():
