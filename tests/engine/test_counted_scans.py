@@ -1,6 +1,6 @@
 """Scans of length-bounded string bodies read off the unbounded body's scan.
 
-``MaskComputer._bounded_scan`` filters the scan of ``enc(C*)"`` by the code
+``engine/shortcuts/bounded.py`` filters the scan of ``enc(C*)"`` by the code
 points each token begins; the masks must be exactly those of walking the
 bounded lexeme itself. Checked on a tokenizer trained at test time and on the
 real Llama-3.1 one, with escapes, multi-byte characters and both bounds.

@@ -1,6 +1,6 @@
 """Scans of "any key but the declared ones" read off the plain key body's scan.
 
-``MaskComputer._except_scan`` takes the plain body's scan and drops the rows
+``engine/shortcuts/excluded_keys.py`` takes the plain body's scan and drops the rows
 that close a declared name; every mask must be exactly the one a walk of the
 except-lexeme itself gives. Checked on a tokenizer trained at test time and
 on the real Llama-3.1 one, with names that are prefixes of each other, the

@@ -1,7 +1,7 @@
 """Scans of lexemes that open with a whitespace gap, read off the rest's scan.
 
 JSON text puts each whitespace gap at the front of the lexeme after it
-(``ws "key" ws :``, ``ws 12``, ``ws }``). ``MaskComputer._gap_scan`` takes
+(``ws "key" ws :``, ``ws 12``, ``ws }``). ``engine/shortcuts/gap.py`` takes
 the scan of what follows the gap and the scan of the vocabulary's
 whitespace-led tokens with their whitespace cut off, and maps that back;
 every mask must be exactly the one plain walks give. Checked on a tokenizer

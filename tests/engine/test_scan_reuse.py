@@ -1,6 +1,6 @@
 """Root scans that borrow another state's scan on shared first bytes give the same masks.
 
-The borrowing (``MaskComputer._reuse``) only pays on a big vocabulary, so
+The borrowing (``engine/shortcuts/reuse.py``) only pays on a big vocabulary, so
 this runs on the real Llama-3.1 tokenizer: every mask along real instances
 is compared with the masks of the same grammar computed with borrowing
 turned off and the per-vocabulary scan cache emptied.

@@ -20,28 +20,17 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from gc import is_tracked
 from typing import Any
 
 import numpy as np
 
 from automask.budget import check_time
-from automask.engine import counted, excluded, gaps
 from automask.engine.earley import EarleySet
+from automask.engine.shortcuts import SHORTCUTS, STRATEGIES
+from automask.engine.shortcuts.base import ScanRequest
 from automask.engine.state import ParseState, StateTable, pairs
-from automask.engine.tokens import (
-    Reuse,
-    RootTokens,
-    TokenSet,
-    pack_bool,
-    prefix_rows,
-    prune_crossing,
-    scan,
-    scan_finite,
-    scan_prefixed,
-    scan_string,
-)
+from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
 from automask.gc_pause import untrack
 from automask.regex import nodes as rx
 
@@ -51,24 +40,8 @@ from automask.regex import nodes as rx
 # masks then overflowed the mask cache (a second walk of one text recomputed them all).
 SPARSE_INSIDE = 256
 SPLIT_MAX = 16  # child-set scans keep lexer states of more lexemes whole (see _threads)
-REUSE_MIN_ROWS = 2048  # a root scan borrows another's first bytes only when they cover this many
-MAX_UNSURE_ROWS = 256  # a bounded scan checks at most this many rows near the bound one by one
 SMALL_MASK_IDS = 16  # a mask's sparse part up to this many ids is packed in plain Python
 PACKED_MASK_IDS = 800  # ... from this many, through a bool per id (a sort costs more)
-
-#: The scan shortcuts (docs/masks.md states each and why it is exact): a scan read off
-#: another scan or computed without walking the token trie. ``Compiler(shortcuts=…)``
-#: turns them off one by one; the masks are the same, only slower.
-SHORTCUTS = frozenset({
-    "bounded",   # a length-bounded string body: the unbounded body's scan, filtered
-    "gap",       # a lexeme opening with whitespace: the rest's scan, shifted
-    "unpruned",  # a FOLLOW-pruned root scan: filtered from the one unpruned walk
-    "excluded",  # "any key but these": the plain key body's scan, less the names
-    "literal",   # a lexeme that must read a literal first: found by bisection
-    "finite",    # a child set and a finite language: its strings looked up
-    "prefixed",  # a child set and a forced prefix: the rows with that prefix
-    "reuse",     # a root scan borrowing another state's walk on most first bytes
-})
 
 
 class BoundedCache(dict):
@@ -212,8 +185,9 @@ class Mask:
 @dataclass(eq=False)
 class SharedScans:
     """The scans every grammar of one compiler shares (see
-    :class:`~automask.engine.compiled.Compiler`): the cache, the shortcuts in use, and
-    how many scans each made (``walk``: plain walks of the token trie)."""
+    :class:`~automask.engine.compiled.Compiler`): the cache, the shortcuts in use (names
+    of :mod:`automask.engine.shortcuts`' strategies, all of :data:`SHORTCUTS` by default),
+    and how many scans each made (``walk``: plain walks of the token trie)."""
 
     cache: BoundedCache
     shortcuts: frozenset[str] = SHORTCUTS
@@ -298,6 +272,11 @@ class MaskComputer:
         set's groups are filtered from it: a string body followed by ``,``
         or ``}`` in one object and by ``}`` alone in the next is one walk of
         the vocabulary, not two.
+
+        A scan not found cached is asked of the scan shortcuts in use
+        (:mod:`automask.engine.shortcuts`), in the order of ``STRATEGIES``: the
+        first scan returned is kept, and with none the token trie is walked.
+        The strategies are tried once per computed scan, never on a cache hit.
         """
         lexer = self.states.lexer
         crossing: Sequence[tuple[int, TokenSet]]
@@ -325,48 +304,16 @@ class MaskComputer:
             return inside_part, _kept([(lexer.single(lex, n), child) for n, child in by_node])
         state = lexer.single(lex, node)
         on = self._shortcuts
-        body = counted.bounded_body(node) if root and "bounded" in on else None
-        part_is_own = True  # False: the part is the unpruned scan's, counted there
-        if body is not None and (found := self._bounded_scan(lex, state, body, follow)) is not None:
-            inside, crossing = found
-            inside_part = finish(inside)
-            made_by = "bounded"
-        elif (root and "gap" in on and follow == lexer.follow_bytes(lex)  # (see _gap_scan)
-              and (gap := gaps.leading_gap(node)) is not None):
-            inside_part, crossing = self._gap_scan(lex, gap, finish, follow)
-            made_by = "gap"
-        elif root and "unpruned" in on and follow != rx.FULL_BITS:
-            inside_part, unpruned = self._shared_scan(tokens, state, finish, borrow, rx.FULL_BITS)
-            kept = [(after, prune_crossing(child, lexer.next_ok(after)))
-                    for after, child in unpruned]
-            crossing = [(after, child) for after, child in kept if child is not None]
-            part_is_own = False
-            made_by = "unpruned"
-        elif root and "excluded" in on and (other := excluded.except_body(node)) is not None:
-            inside_part, crossing, part_is_own = self._except_scan(lex, state, other, finish)
-            made_by = "excluded"
-        elif root and "literal" in on and (found := scan_string(
-                tokens, lexer, state,  # type: ignore[arg-type]  # root: tokens is self.root
-                rx.forced_prefix(node)[:tokens.maxlen])):
-            inside, crossing = found  # a key's name, a keyword
-            inside_part = finish(inside)
-            made_by = "literal"
-        elif (not root and "finite" in on
-              and tokens.parent_rows is None  # a canonical set: sorted, distinct
-              and (strings := rx.finite_strings(node)) is not None):
-            inside, crossing = scan_finite(tokens, lexer, state, strings)
-            inside_part = finish(inside)
-            made_by = "finite"
-        elif (not root and "prefixed" in on and tokens.parent_rows is None
-              and (text := rx.forced_prefix(node)[:tokens.maxlen])):
-            inside, crossing = scan_prefixed(tokens, lexer, state, text)  # a key, its colon
-            inside_part = finish(inside)
-            made_by = "prefixed"
-        else:
-            reuse = self._reuse(state, finish) if borrow and root and "reuse" in on else None
-            inside, crossing = scan(tokens, lexer, state, reuse)
-            inside_part = finish(inside)
-            made_by = "walk" if reuse is None else "reuse"
+        request = ScanRequest(tokens, lex, state, node, follow, finish, borrow, root)
+        for strategy in STRATEGIES:
+            if strategy.name in on and (found := strategy.scan(self, request)) is not None:
+                inside_part, crossing, part_is_own = found
+                made_by = strategy.name
+                break
+        else:  # no shortcut applies
+            inside, crossing = scan(tokens, lexer, state)
+            inside_part, part_is_own = finish(inside), True
+            made_by = "walk"
         self._scan_counts[made_by] += 1
         crossing = _kept(crossing)
         by_node = _kept([(lexer.nodes[after][0], child) for after, child in crossing])
@@ -376,159 +323,6 @@ class MaskComputer:
                    _scan_cost(inside_part if part_is_own else None, crossing) + SHARED_ENTRY_COST
                    + NODE_COST * (1 + len(by_node)), anchor=node)
         return inside_part, crossing
-
-    def _reuse(self, state: int, finish: Any) -> Reuse | None:
-        """Another one-lexeme state whose root scan can stand in for most of ``state``'s.
-
-        Where ``state`` goes to the same state ``d`` on most first bytes and
-        ``d`` itself agrees with ``state`` on them (``d`` loops on those bytes),
-        the tokens starting with those bytes scan the same from both. The
-        "any other key" of an object is the case that pays: it becomes the
-        shared string body on every byte but the declared names' first ones,
-        so each new object walks only the tokens starting with those.
-        """
-        lexer, trie = self.states.lexer, self.root.trie
-        sizes = trie.end[1] - trie.start[1]
-        lexer.row(state)
-        after = lexer.table[state][trie.byte[1]]
-        weight = np.bincount(after, weights=np.where(after != state, sizes, 0))
-        weight[0] = 0
-        d = int(np.argmax(weight))
-        if weight[d] < REUSE_MIN_ROWS:
-            return None
-        lexer.row(d)
-        same = (lexer.table[d][trie.byte[1]] == after) & (after != 0)
-        walked = int(sizes[(after != 0) & ~same].sum())
-        if int(sizes[same].sum()) <= 2 * walked:
-            return None
-        inside_part, crossing = self._shared_scan(self.root, d, finish, False, rx.FULL_BITS)
-        return Reuse(same, self._inside_rows(inside_part), crossing)
-
-    def _gap_scan(self, lex: int, gap: gaps.Gap, finish: Any, follow: int
-                  ) -> tuple[Any, list[tuple[int, TokenSet]]]:
-        """The root scan of a lexeme opening with a whitespace gap (see
-        :mod:`automask.engine.gaps`): the rest's, plus the rest's scan of the
-        remainders of the tokens that start with gap bytes, mapped back.
-
-        Pruned for the lexeme's own ``follow`` (a scan of a set other than the
-        root prunes as it walks), so only asked for under that key: never for
-        the unpruned root scan that other grammars' pruned ones are read off.
-        """
-        lexer, root = self.states.lexer, self.root
-        after = lexer.single(lex, gap.rest)
-        inside_part, crossing = self._shared_scan(root, after, finish, True, follow)
-        shared = self._shared
-        key = ("spaced", gap.bits)
-        spaced = shared.recent(key)  # (kept as the most recent: every gap lexeme uses it)
-        if spaced is None:
-            spaced = gaps.SpacedTokens.of(root, gap.bits)
-            shared.put(key, spaced, spaced.nbytes)
-        inside, groups = self._few_remainders(spaced.rest, gap.rest)
-        if inside is None:
-            inside, groups = self._shared_scan(spaced.rest, after, _rows_of, False, follow)
-        out = list(crossing)
-        for state, child in groups:
-            moved = spaced.crossing(root, child, gap.most)
-            if moved is not None:
-                _add_group(root, out, state, moved)
-        if len(inside):
-            extra = spaced.expand(inside, gap.most)[0]
-            if inside_part.dtype == np.int32:  # (first bytes differ: no row is in both)
-                inside_part = finish(np.concatenate([inside_part, extra]))
-            else:
-                rows = self._inside_rows(inside_part)
-                rows[extra] = True
-                inside_part = finish(rows)
-        # Whitespace-only tokens are inside every gap of this bound: one shared part
-        # (hundreds of rows), not copied into each key's.
-        blanks = shared.made(("blank part", gap.bits, gap.most),
-                             lambda: finish(spaced.blanks(gap.most)),
-                             lambda found: found.nbytes)
-        if len(blanks):
-            if blanks.dtype == np.int32 and inside_part.dtype == np.int32:
-                inside_part = finish(np.concatenate([inside_part, blanks]))
-            else:
-                inside_part = (inside_part, blanks)
-        return inside_part, out
-
-    @staticmethod
-    def _few_remainders(rest: TokenSet, node: rx.Node
-                        ) -> tuple[np.ndarray | None, Sequence[tuple[int, TokenSet]]]:
-        """The scan of the sorted set ``rest`` for a lexeme that must read a literal first
-        (a key's name) when no row goes on past it: the rows that are its prefixes,
-        found by bisection (a key's few). (None, ()) otherwise."""
-        text = rx.forced_prefix(node)[:rest.maxlen]
-        if not text:
-            return None, ()
-        texts = rest.texts()
-        prefixes, longer = prefix_rows(texts, text)
-        if any(len(texts[r]) > len(text) for r in longer):
-            return None, ()
-        return np.array(prefixes, dtype=np.int32), ()
-
-    def _except_scan(self, lex: int, state: int, body: excluded.ExceptBody, finish: Any
-                     ) -> tuple[np.ndarray, list[tuple[int, TokenSet]], bool]:
-        """The root scan of "any key but the declared ones" (see :mod:`automask.engine.excluded`):
-        the plain key body's, minus the rows that close a declared name. Returns the
-        part, the crossing groups, and whether the part is a new array (not the plain one)."""
-        lexer, root = self.states.lexer, self.root
-        inside_part, crossing = self._shared_scan(root, lexer.single(lex, body.plain), finish, True,
-                                           rx.FULL_BITS)
-        holding = None if body.prefix else self._shared.made(
-            ("rows holding", body.tail), lambda: excluded.rows_holding(root, body.tail),
-            lambda found: found.nbytes)
-        dead = excluded.dying_rows(root, lexer, state, body, holding)
-        crossing = excluded.drop_closed_words(root, lexer, state, body, crossing)
-        if not dead:
-            return inside_part, crossing, False
-        if inside_part.dtype == np.int32:
-            inside_part = inside_part[~np.isin(inside_part, dead)]
-        else:
-            gone = np.zeros(root.n, dtype=bool)
-            gone[dead] = True
-            inside_part = inside_part & ~root.pack_rows(gone)
-        inside_part.setflags(write=False)
-        return inside_part, crossing, True
-
-    def _bounded_scan(self, lex: int, state: int, body: counted.BoundedBody, follow: int
-                      ) -> tuple[np.ndarray, list[tuple[int, TokenSet]]] | None:
-        """The root scan of a length-bounded string body (lexer ``state``), from the
-        unbounded body's (see :mod:`automask.engine.counted`): same tokens, filtered by
-        code points. None when a pattern leaves too many rows near the bound to check
-        one by one (a walk is cheaper)."""
-        lexer, root = self.states.lexer, self.root
-        inside_part, crossing = self._shared_scan(root, lexer.single(lex, body.unbounded),
-                                           self._pack_inside, True, follow)
-        shared = self._shared
-        counts, ended = shared.made(("body counts", body.code.uid),
-                                    lambda: counted.body_counts(root, body.code),
-                                    lambda found: found[0].nbytes + found[1].nbytes)
-        # (a bool per row, unpacked once per unbounded body: a copy is ~40x cheaper)
-        inside = shared.made(("inside rows", body.unbounded.uid),
-                             partial(self._inside_rows, inside_part),
-                             lambda found: found.nbytes).copy()
-        inside &= counted.in_bounds(counts, 0, body.hi) & (~ended | (counts >= body.lo))
-        if body.slack and body.hi is not None:
-            # Near the bound a pattern may still need code points the bound leaves no room for.
-            unsure = np.flatnonzero(inside & ~ended & (counts > body.hi - body.slack))
-            if len(unsure) > MAX_UNSURE_ROWS:
-                return None
-            texts = root.texts()
-            for r in unsure.tolist():
-                inside[r] = lexer.walk(state, texts[r]) != 0
-        out = []
-        for after, child in crossing:
-            mine = counts[child.root_rows]
-            lo, hi = counted.effective_bounds(mine, body.lo, body.hi)
-            if (lo, hi) == (0, None):
-                out.append((after, child))  # the same object: its decisions are shared
-                continue
-            keep = counted.in_bounds(mine, lo, hi)
-            if keep.any():
-                sub = shared.made(("bounded child", child.uid, lo, hi),
-                                  partial(child.subset, keep), lambda found: found.nbytes)
-                out.append((after, sub))
-        return inside, out
 
     def _inside_rows(self, inside_part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
         """A root scan's finished inside part (rows, or packed over ids, or a tuple of
@@ -643,28 +437,6 @@ def _kept(items: Any) -> tuple:
             untrack(item)
     untrack(out)
     return out
-
-
-def _add_group(root: RootTokens, groups: list, state: int, child: TokenSet) -> None:
-    """Add a crossing group of the root (rows no group holds), joined to the group of
-    the same lexeme end if there is one: ``{"`` and `` {"`` are decided together."""
-    at = next((i for i, (s, _) in enumerate(groups) if s == state), None)
-    if at is None:
-        groups.append((state, child))
-        return
-    other = groups[at][1]
-    rows = np.concatenate([other.parent_rows, child.parent_rows])
-    skips = np.concatenate([other.offsets - root.offsets[other.parent_rows],
-                            child.offsets - root.offsets[child.parent_rows]])
-    groups[at] = (state, root.child(rows, skips))
-
-
-def _rows_of(inside: np.ndarray) -> np.ndarray:
-    """A child scan's inside rows as indices (int32), for a scan kept only to be mapped
-    onto other rows: a handful of rows, not a bool per row of a large set."""
-    rows = np.flatnonzero(inside).astype(np.int32)
-    rows.setflags(write=False)
-    return rows
 
 
 def _frozen(inside: np.ndarray) -> np.ndarray:
