@@ -62,7 +62,7 @@ def _same_masks_both_ways(vocab, monkeypatch):
         """The derived scan, compared with a walk of the except-state itself."""
         part, crossing, own = real(self, lex, state, body, finish)
         inside, walked = scan(self.root, self.states.lexer, state)
-        assert np.array_equal(self._inside_rows(part), inside)
+        assert np.array_equal(self.inside_rows(part), inside)
         assert _groups(self.root, crossing) == _groups(self.root, walked)
         used.append(body.prefix)
         return part, crossing, own

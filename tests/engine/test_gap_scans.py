@@ -91,7 +91,7 @@ def _same_masks_both_ways(vocab, monkeypatch, indent):
                                                       if gap.most < gaps.UNBOUNDED else None),
                                             gap.rest))
         inside, walked = scan(self.root, lexer, state)
-        assert np.array_equal(self._inside_rows(part), inside)
+        assert np.array_equal(self.inside_rows(part), inside)
         pruned = [prune_crossing(child, lexer.next_ok(after)) for after, child in walked]
         assert _rows(crossing) == _rows((None, c) for c in pruned if c is not None)
         used.append(rx.forced_prefix(gap.rest)[:1])

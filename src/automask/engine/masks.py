@@ -202,7 +202,7 @@ class MaskComputer:
                  decision_cache_bytes: int = 6 << 20, *, shared: SharedScans):
         self.states = states
         self.root = root
-        self._shared = shared.cache
+        self.shared_cache = shared.cache
         self._shortcuts = shared.shortcuts
         self._scan_counts = shared.made
         self.nwords = (root.size + 31) // 32
@@ -231,16 +231,16 @@ class MaskComputer:
             with self._lock:
                 found = self._root_scans.get(lexer_state)
                 if found is None:
-                    found = self._shared_scan(self.root, lexer_state, self._pack_inside)
+                    found = self.shared_scan(self.root, lexer_state, self.pack_inside)
                     self._root_scans.put(lexer_state, found, _scan_cost(*found))
         return found
 
-    def _pack_inside(self, inside: np.ndarray) -> np.ndarray:
+    def pack_inside(self, inside: np.ndarray) -> np.ndarray:
         """A root scan's inside rows (a bool per row, or the rows: int32) as the part
         :meth:`root_scan` describes."""
         if inside.dtype == np.int32:
             inside_part = inside if len(inside) <= SPARSE_INSIDE else self.root.pack_rows(
-                self._inside_rows(inside))
+                self.inside_rows(inside))
         elif np.count_nonzero(inside) > SPARSE_INSIDE:
             inside_part = self.root.pack_rows(inside)
         else:
@@ -254,12 +254,12 @@ class MaskComputer:
         found = self._scans.get(key)
         if found is None:
             with self._lock:
-                found = self._shared_scan(tokens, lexer_state, _frozen)
+                found = self.shared_scan(tokens, lexer_state, _frozen)
                 self._scans.put(key, found, _scan_cost(*found))
         return found
 
-    def _shared_scan(self, tokens: TokenSet, lexer_state: int, finish: Any, borrow: bool = True,
-                     follow: int | None = None) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
+    def shared_scan(self, tokens: TokenSet, lexer_state: int, finish: Any, borrow: bool = True,
+                    follow: int | None = None) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
         """:func:`scan`, shared between grammars for one-lexeme states.
 
         A one-lexeme state's scan depends only on its regex node and on the
@@ -293,7 +293,7 @@ class MaskComputer:
         if follow is None:
             follow = lexer.follow_bytes(lex)
         key = (tokens.uid, node.uid, follow)
-        shared = self._shared
+        shared = self.shared_cache
         # Least recently used goes first: the plain string body's scan, used by every
         # schema, must not be dropped for being old (a 10-20 ms walk each time).
         hit: tuple[Any, tuple] | None = shared.recent(key)
@@ -324,14 +324,14 @@ class MaskComputer:
                    + NODE_COST * (1 + len(by_node)), anchor=node)
         return inside_part, crossing
 
-    def _inside_rows(self, inside_part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
+    def inside_rows(self, inside_part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray:
         """A root scan's finished inside part (rows, or packed over ids, or a tuple of
         those) as a bool per row."""
         root = self.root
         if type(inside_part) is tuple:
-            inside = self._inside_rows(inside_part[0])
+            inside = self.inside_rows(inside_part[0])
             for piece in inside_part[1:]:
-                inside |= self._inside_rows(piece)
+                inside |= self.inside_rows(piece)
             return inside
         # not a tuple here (type() is not narrowed by mypy: the check above is the fast one)
         if inside_part.dtype == np.int32:  # type: ignore[union-attr]

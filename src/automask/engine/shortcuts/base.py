@@ -1,6 +1,6 @@
 """What every scan shortcut is: a named strategy that either computes a scan or declines.
 
-:meth:`MaskComputer._shared_scan <automask.engine.masks.MaskComputer._shared_scan>`
+:meth:`MaskComputer.shared_scan <automask.engine.masks.MaskComputer.shared_scan>`
 asks the strategies in use, in the order of
 :data:`automask.engine.shortcuts.STRATEGIES`, for each one-lexeme scan it does
 not find cached; the first scan returned is kept, and with none the token trie
@@ -49,19 +49,19 @@ class Computer(Protocol):
     def root(self) -> RootTokens: ...
 
     @property
-    def _shared(self) -> SharedCache: ...
+    def shared_cache(self) -> SharedCache: ...
 
-    def _shared_scan(self, tokens: TokenSet, lexer_state: int, finish: Any,
-                     borrow: bool = True, follow: int | None = None) -> tuple[Any, Crossing]: ...
+    def shared_scan(self, tokens: TokenSet, lexer_state: int, finish: Any,
+                    borrow: bool = True, follow: int | None = None) -> tuple[Any, Crossing]: ...
 
-    def _inside_rows(self, inside_part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray: ...
+    def inside_rows(self, inside_part: np.ndarray | tuple[np.ndarray, ...]) -> np.ndarray: ...
 
-    def _pack_inside(self, inside: np.ndarray) -> np.ndarray: ...
+    def pack_inside(self, inside: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)
 class ScanRequest:
-    """One uncached scan of a one-lexeme lexer state, as ``_shared_scan`` was asked for it.
+    """One uncached scan of a one-lexeme lexer state, as ``shared_scan`` was asked for it.
 
     ``node`` is the lexeme's regex (clamped to the longest token for a root
     scan), ``state`` its one-lexeme lexer state, ``follow`` the bytes that may

@@ -43,15 +43,15 @@ def bounded_scan(computer: Computer, lex: int, state: int, body: counted.Bounded
     bool per row (not finished). None when a pattern leaves too many rows near the
     bound to check one by one (a walk is cheaper)."""
     lexer, root = computer.states.lexer, computer.root
-    inside_part, crossing = computer._shared_scan(root, lexer.single(lex, body.unbounded),
-                                                  computer._pack_inside, True, follow)
-    shared = computer._shared
+    inside_part, crossing = computer.shared_scan(root, lexer.single(lex, body.unbounded),
+                                                 computer.pack_inside, True, follow)
+    shared = computer.shared_cache
     counts, ended = shared.made(("body counts", body.code.uid),
                                 lambda: counted.body_counts(root, body.code),
                                 lambda found: found[0].nbytes + found[1].nbytes)
     # (a bool per row, unpacked once per unbounded body: a copy is ~40x cheaper)
     inside = shared.made(("inside rows", body.unbounded.uid),
-                         partial(computer._inside_rows, inside_part),
+                         partial(computer.inside_rows, inside_part),
                          lambda found: found.nbytes).copy()
     inside &= counted.in_bounds(counts, 0, body.hi) & (~ended | (counts >= body.lo))
     if body.slack and body.hi is not None:

@@ -36,9 +36,9 @@ def except_scan(computer: Computer, lex: int, state: int, body: excluded.ExceptB
     the rows that close a declared name. Returns the finished part, the crossing
     groups, and whether the part is a new array (not the plain one)."""
     lexer, root = computer.states.lexer, computer.root
-    inside_part, crossing = computer._shared_scan(root, lexer.single(lex, body.plain), finish,
-                                                  True, rx.FULL_BITS)
-    holding = None if body.prefix else computer._shared.made(
+    inside_part, crossing = computer.shared_scan(root, lexer.single(lex, body.plain), finish,
+                                                 True, rx.FULL_BITS)
+    holding = None if body.prefix else computer.shared_cache.made(
         ("rows holding", body.tail), lambda: excluded.rows_holding(root, body.tail),
         lambda found: found.nbytes)
     dead = excluded.dying_rows(root, lexer, state, body, holding)

@@ -47,8 +47,8 @@ def gap_scan(computer: Computer, lex: int, gap: gaps.Gap, finish: Any, follow: i
     """
     lexer, root = computer.states.lexer, computer.root
     after = lexer.single(lex, gap.rest)
-    inside_part, crossing = computer._shared_scan(root, after, finish, True, follow)
-    shared = computer._shared
+    inside_part, crossing = computer.shared_scan(root, after, finish, True, follow)
+    shared = computer.shared_cache
     key = ("spaced", gap.bits)
     spaced = shared.recent(key)  # (kept as the most recent: every gap lexeme uses it)
     if spaced is None:
@@ -56,7 +56,7 @@ def gap_scan(computer: Computer, lex: int, gap: gaps.Gap, finish: Any, follow: i
         shared.put(key, spaced, spaced.nbytes)
     inside, groups = few_remainders(spaced.rest, gap.rest)
     if inside is None:
-        inside, groups = computer._shared_scan(spaced.rest, after, _rows_of, False, follow)
+        inside, groups = computer.shared_scan(spaced.rest, after, _rows_of, False, follow)
     out = list(crossing)
     for state, child in groups:
         moved = spaced.crossing(root, child, gap.most)
@@ -67,7 +67,7 @@ def gap_scan(computer: Computer, lex: int, gap: gaps.Gap, finish: Any, follow: i
         if inside_part.dtype == np.int32:  # (first bytes differ: no row is in both)
             inside_part = finish(np.concatenate([inside_part, extra]))
         else:
-            rows = computer._inside_rows(inside_part)
+            rows = computer.inside_rows(inside_part)
             rows[extra] = True
             inside_part = finish(rows)
     # Whitespace-only tokens are inside every gap of this bound: one shared part

@@ -57,5 +57,5 @@ def borrowed(computer: Computer, state: int, finish: Any) -> Reuse | None:
     walked = int(sizes[(after != 0) & ~same].sum())
     if int(sizes[same].sum()) <= 2 * walked:
         return None
-    inside_part, crossing = computer._shared_scan(computer.root, d, finish, False, rx.FULL_BITS)
-    return Reuse(same, computer._inside_rows(inside_part), crossing)
+    inside_part, crossing = computer.shared_scan(computer.root, d, finish, False, rx.FULL_BITS)
+    return Reuse(same, computer.inside_rows(inside_part), crossing)

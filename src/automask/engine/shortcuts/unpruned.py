@@ -21,9 +21,9 @@ class Unpruned:
         if not request.root or request.follow == rx.FULL_BITS:
             return None
         lexer = computer.states.lexer
-        inside_part, unpruned = computer._shared_scan(request.tokens, request.state,
-                                                      request.finish, request.borrow,
-                                                      rx.FULL_BITS)
+        inside_part, unpruned = computer.shared_scan(request.tokens, request.state,
+                                                     request.finish, request.borrow,
+                                                     rx.FULL_BITS)
         kept = [(after, prune_crossing(child, lexer.next_ok(after)))
                 for after, child in unpruned]
         crossing = [(after, child) for after, child in kept if child is not None]
