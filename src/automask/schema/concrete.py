@@ -5,8 +5,6 @@ kept where they meet every other keyword, read as a validator reads them (exact:
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from automask.budget import check_time
 from automask.regex import nodes as rx
 from automask.schema.json_text import ANY_TEXT
@@ -62,7 +60,7 @@ class ConcreteValues:
                     return False
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 lo, lo_x, hi, hi_x, mult = self.numbers.bounds([m])
-                v = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+                v = decimal_of(value)
                 if lo is not None and (v < lo or (lo_x and v == lo)):
                     return False
                 if hi is not None and (v > hi or (hi_x and v == hi)):

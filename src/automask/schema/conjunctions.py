@@ -42,7 +42,7 @@ from automask.schema.subschema import (
     type_set,
 )
 from automask.schema.values import enumerated
-from automask.schema.views import combinator_view, declared_types
+from automask.schema.views import combinator_view, declared_types, kept
 
 HANDLED = frozenset({
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
@@ -55,6 +55,10 @@ HANDLED = frozenset({
     "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
     "$dynamicRef",
 })
+
+
+ALL_TYPES = frozenset(TYPES)
+NO_TYPES: frozenset[str] = frozenset()
 
 
 def position_of(uri: str, root_base: str) -> str:
@@ -393,29 +397,26 @@ class Conjunctions:
     def negated_types(self, m: Subschema) -> frozenset[str]:
         """Types excluded by ``not`` (only ``not: {type: …}`` style negations are exact;
         made on first use, then kept with ``m``)."""
-        found = m.views.get("negated")
-        if found is None:
-            found = m.views["negated"] = frozenset(self._negated_types(m))
-        return found
+        return kept(m, "negated", self._negated_types)
 
-    def _negated_types(self, m: Subschema) -> set[str]:
+    def _negated_types(self, m: Subschema) -> frozenset[str]:
         view = combinator_view(m)
         n = view.not_schema
         if n is None:
-            return set()
+            return NO_TYPES
         if n is True:
-            return set(TYPES)
+            return ALL_TYPES
         if n is False:
-            return set()
+            return NO_TYPES
         if not isinstance(n, dict):
-            return set()
+            return NO_TYPES
         kws = keyword_names(n) - ANNOTATIONS
         if not kws:
-            return set(TYPES)  # not {} is not true
+            return ALL_TYPES  # not {} is not true
         if kws == {"type"}:
-            return type_set(n["type"]) or set()
+            return frozenset(type_set(n["type"]) or ())
         if kws <= {"enum", "const"}:
             if any(isinstance(v, (dict, list)) for v in view.not_excludes):
                 self.report.unsupported("'not' of object or array values", m, "not")
-            return set()  # enforced per type: see excluded_values()
-        return set()  # other forms are distributed by conj()
+            return NO_TYPES  # enforced per type: see excluded_values()
+        return NO_TYPES  # other forms are distributed by conj()

@@ -8,11 +8,22 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from typing import NamedTuple
 
 from automask.regex import nodes as rx
 from automask.schema.lowering import Report
 from automask.schema.subschema import Subschema
 from automask.schema.views import decimal_of, number_view
+
+
+class Bounds(NamedTuple):
+    """What the number keywords of a conjunction combine to (None: no such bound)."""
+
+    lo: Decimal | None
+    lo_x: bool  # the lower bound is exclusive
+    hi: Decimal | None
+    hi_x: bool
+    multiple_of: Decimal | None
 
 
 class NumberKeywords:
@@ -21,7 +32,8 @@ class NumberKeywords:
     def __init__(self, report: Report):
         self.report = report
 
-    def bounds(self, members: list[Subschema]):
+    def bounds(self, members: list[Subschema]) -> Bounds:
+        """The tightest bounds and the combined ``multipleOf`` of ``members``."""
         lo = hi = None
         lo_x = hi_x = False
         mult = None
@@ -45,14 +57,14 @@ class NumberKeywords:
                     mult = v
                 else:
                     self.report.unsupported("several non-integer multipleOf", m, "multipleOf")
-        return lo, lo_x, hi, hi_x, mult
+        return Bounds(lo, lo_x, hi, hi_x, mult)
 
     def number(self, members: list[Subschema], integer: bool) -> rx.Node:
         from automask.schema import number_multiples
 
         bounds = self.bounds(members)
         excluded = [v for m in members if (v := number_view(m).not_multiple_of) is not None]
-        mult = bounds[4]
+        mult = bounds.multiple_of
         if mult is not None and any(is_multiple(mult, decimal_of(v)) for v in excluded):
             # Every multiple of ``mult`` is one of ``v``: nothing is left (a oneOf of
             # branches with the same multipleOf). Exact, and it saves the regex
@@ -64,7 +76,7 @@ class NumberKeywords:
             node = rx.intersect(node, *(number_multiples.non_multiple_node(v) for v in excluded))
         return node
 
-    def bounded_number(self, members: list[Subschema], integer: bool, bounds: tuple
+    def bounded_number(self, members: list[Subschema], integer: bool, bounds: Bounds
                        ) -> rx.Node:
         """Number (or integer) texts within the members' ``bounds`` and ``multipleOf``
         (as :meth:`bounds` reads them)."""

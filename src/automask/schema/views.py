@@ -57,7 +57,7 @@ V = TypeVar("V")
 _MISSING: Any = object()
 
 
-def _kept(m: Subschema, family: str, make: Callable[..., V], *args: Any) -> V:
+def kept(m: Subschema, family: str, make: Callable[..., V], *args: Any) -> V:
     """The view of ``family`` kept with ``m``, made by ``make(m, *args)`` on first use
     (not kept when ``make`` raises: some callers read on past a malformed branch)."""
     view = m.views.get(family, _MISSING)
@@ -68,7 +68,7 @@ def _kept(m: Subschema, family: str, make: Callable[..., V], *args: Any) -> V:
 
 def string_view(m: Subschema) -> StringView:
     """``m``'s string view (made on first use, then kept with ``m``)."""
-    return _kept(m, "string", _string_view)
+    return kept(m, "string", _string_view)
 
 
 def _string_view(m: Subschema) -> StringView:
@@ -108,7 +108,7 @@ NUMBER_VALUES = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 
 def number_view(m: Subschema) -> NumberView:
     """``m``'s number view (made on first use, then kept with ``m``)."""
-    return _kept(m, "number", _number_view)
+    return kept(m, "number", _number_view)
 
 
 def _number_view(m: Subschema) -> NumberView:
@@ -159,7 +159,7 @@ class ObjectView:
 def object_view(m: Subschema, strict: bool) -> ObjectView:
     """``m``'s object view (made on first use, then kept with ``m``: one compile has one
     ``strict``)."""
-    return _kept(m, "object", _object_view, strict)
+    return kept(m, "object", _object_view, strict)
 
 
 def _object_view(m: Subschema, strict: bool) -> ObjectView:
@@ -197,7 +197,7 @@ class ArrayView:
 
 def array_view(m: Subschema) -> ArrayView:
     """``m``'s array view (made on first use, then kept with ``m``)."""
-    return _kept(m, "array", _array_view)
+    return kept(m, "array", _array_view)
 
 
 def _array_view(m: Subschema) -> ArrayView:
@@ -218,7 +218,7 @@ def _array_view(m: Subschema) -> ArrayView:
 def declared_types(m: Subschema) -> frozenset[str] | None:
     """The types ``m``'s ``type`` allows (``number`` admits integers); None: no ``type``
     (made on first use, then kept with ``m``)."""
-    return _kept(m, "types", _declared_types)
+    return kept(m, "types", _declared_types)
 
 
 def _declared_types(m: Subschema) -> frozenset[str] | None:
@@ -234,7 +234,7 @@ def _declared_types(m: Subschema) -> frozenset[str] | None:
 def value_lists(m: Subschema) -> tuple[list, ...]:
     """The value lists ``m`` limits its values to: ``[const]`` and the ``enum`` (both hold
     when both are given; made on first use, then kept with ``m``)."""
-    return _kept(m, "values", _value_lists)
+    return kept(m, "values", _value_lists)
 
 
 def _value_lists(m: Subschema) -> tuple[list, ...]:
@@ -265,7 +265,7 @@ class CombinatorView:
 
 def combinator_view(m: Subschema) -> CombinatorView:
     """``m``'s combinators view (made on first use, then kept with ``m``). Read inline,
-    not through :func:`_kept`: every conjunction asks it of every member (millions of
+    not through :func:`kept`: every conjunction asks it of every member (millions of
     calls on a large schema)."""
     view = m.views.get("combinators")
     if view is None:

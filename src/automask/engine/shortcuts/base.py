@@ -80,6 +80,12 @@ class ScanRequest:
     borrow: bool
     root: bool
 
+    @property
+    def canonical_child(self) -> TokenSet | None:
+        """``tokens`` when a child set is canonical (sorted, distinct: not rows picked
+        from a parent's), which a bisection can search; else None."""
+        return None if self.root or self.tokens.parent_rows is not None else self.tokens
+
 
 class Scan(NamedTuple):
     """A strategy's answer: the finished inside part, the crossing groups, and whether

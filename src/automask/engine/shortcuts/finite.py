@@ -14,8 +14,8 @@ class Finite:
     name = "finite"
 
     def scan(self, computer: Computer, request: ScanRequest) -> Scan | None:
-        tokens = request.tokens
-        if request.root or tokens.parent_rows is not None:  # not a canonical set
+        tokens = request.canonical_child
+        if tokens is None:
             return None
         strings = rx.finite_strings(request.node)
         if strings is None:

@@ -14,8 +14,8 @@ class Prefixed:
     name = "prefixed"
 
     def scan(self, computer: Computer, request: ScanRequest) -> Scan | None:
-        tokens = request.tokens
-        if request.root or tokens.parent_rows is not None:  # not a canonical set
+        tokens = request.canonical_child
+        if tokens is None:
             return None
         text = rx.forced_prefix(request.node)[:tokens.maxlen]
         if not text:
