@@ -385,3 +385,22 @@ def test_repetition_penalty_counts_content_tokens_only():
         assert not _penalizable(structural), structural
     for content in (b"000", b'"a', b"Python", b" the", b"-1", b"true"):
         assert _penalizable(content), content
+
+
+def test_cache_keys_follow_the_content_not_the_path(tmp_path):
+    """Derived files (requantized GGUFs, converted tokenizers and vLLM folders) are
+    keyed by the source's bytes: a reinstall elsewhere reuses them, an edit does not."""
+    import os
+
+    from automask.generation.models import cache_key
+
+    first = tmp_path / "a" / "model.gguf"
+    second = tmp_path / "b" / "model.gguf"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_bytes(b"GGUF" + bytes(range(256)) * 4096)
+    os.utime(second, ns=(1, 1))
+    assert cache_key(first, 7) == cache_key(second, 7)
+    assert cache_key(first, 7) != cache_key(first, 8)
+    second.write_bytes(b"GGUF" + bytes(range(255, -1, -1)) * 4096)
+    assert cache_key(first, 7) != cache_key(second, 7)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from collections.abc import Iterator
 
 import numpy as np
@@ -374,6 +375,12 @@ def test_loading_is_silent_and_requantizing_is_cached(llama, tmp_path, monkeypat
     with LlamaCppRunner(default_model_path(), max_sequences=1, max_context=32,
                         weights="q8_0") as two:
         assert two.weights_file == cached and cached.stat().st_mtime_ns == stamp
+    # the same file installed elsewhere (a fresh virtual environment) shares the cached copy
+    elsewhere = tmp_path / "venv" / default_model_path().name
+    elsewhere.parent.mkdir()
+    shutil.copyfile(default_model_path(), elsewhere)
+    with LlamaCppRunner(elsewhere, max_sequences=1, max_context=32, weights="q8_0") as moved:
+        assert moved.weights_file == cached and cached.stat().st_mtime_ns == stamp
     # caching off: a temporary file, gone once loaded
     monkeypatch.setenv("AUTOMASK_NO_CACHE", "1")
     with LlamaCppRunner(default_model_path(), max_sequences=1, max_context=32,

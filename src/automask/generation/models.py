@@ -19,6 +19,7 @@ Loaded models are also kept per process, so tests and repeated calls pay once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -109,12 +110,35 @@ def cache_dir() -> Path | None:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "automask"
 
 
+def cache_key(source: Path, *versions: object) -> str:
+    """A cache key for what is derived from the file ``source``: its bytes and ``versions``.
+
+    The key follows the content, not the path: each fresh virtual environment
+    (a CI run, a clean clone) installs the same model file at a new path with a
+    new mtime, and a key made of those wrote a new copy of every derived file
+    per environment, filling the disk. Hashing 100 MB takes about 0.2 s, once
+    per file per process (memoized by path, size and mtime).
+    """
+    st = source.stat()
+    digest = _content_digest(str(source.resolve()), st.st_size, st.st_mtime_ns)
+    ident = "|".join([digest, *map(str, versions)])
+    return hashlib.sha256(ident.encode()).hexdigest()[:20]
+
+
+@functools.lru_cache(maxsize=32)
+def _content_digest(path: str, size: int, mtime_ns: int) -> str:
+    # size and mtime are part of the memo key only: a rewritten file is hashed again
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _tokenizer_cache_key(gguf_path: Path) -> str:
     import transformers
 
-    st = gguf_path.stat()
-    ident = f"{gguf_path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{transformers.__version__}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:20]
+    return cache_key(gguf_path, "tokenizer", transformers.__version__)
 
 
 def load_tokenizer(folder: str, gguf_file: str | None = None) -> Any:

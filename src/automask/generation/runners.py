@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -47,6 +46,7 @@ from automask.generation.models import (
     DEFAULT_MODEL_FILE,
     ModelUnavailable,
     cache_dir,
+    cache_key,
     default_model_path,
 )
 from automask.generation.prefix_cache import PromptStore, SlotTable, reusable
@@ -281,16 +281,13 @@ def requantized(source: Path, ftype: int, threads: int) -> tuple[Path, bool]:
     """``source`` converted to ``ftype`` once, and whether the result is a temporary file.
 
     The result is cached under :func:`~automask.generation.models.cache_dir`
-    keyed by the source (path, size, mtime), the type and the llama-cpp-python
-    version (its quantizer may change). It is written under a temporary name
+    keyed by the source's content, the type and the llama-cpp-python version
+    (its quantizer may change). It is written under a temporary name
     and renamed, so a concurrent reader never sees half a file. With caching
     off it goes to a temporary folder the caller deletes.
     """
     lib = _llama()
-    st = source.stat()
-    ident = f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}|{ftype}|{_llama_version()}"
-    key = hashlib.sha256(ident.encode()).hexdigest()[:20]
-    name = f"{source.stem}.ftype{ftype}.{key}.gguf"
+    name = f"{source.stem}.ftype{ftype}.{cache_key(source, ftype, _llama_version())}.gguf"
     root = cache_dir()
     folder: Path | None = None
     if root is not None:

@@ -13,7 +13,6 @@ return the cached folder at once. From a shell::
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -23,18 +22,13 @@ from automask.generation.models import (
     INSTALL_HINT,
     ModelUnavailable,
     cache_dir,
+    cache_key,
     default_model_path,
     load_tokenizer,
 )
 
 #: bump when the folder layout written here changes (old folders are then rebuilt)
 FORMAT = 1
-
-
-def _key(gguf: Path) -> str:
-    st = gguf.stat()
-    ident = f"{gguf.resolve()}|{st.st_size}|{st.st_mtime_ns}|{FORMAT}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
 def _complete(folder: Path) -> bool:
@@ -63,7 +57,7 @@ def converted_model_dir(gguf_path: str | os.PathLike | None = None,
             import tempfile
 
             root = Path(tempfile.gettempdir()) / "automask"
-        folder = root / "vllm-models" / f"{gguf.stem}-{_key(gguf)}"
+        folder = root / "vllm-models" / f"{gguf.stem}-{cache_key(gguf, 'vllm', FORMAT)}"
     if _complete(folder):
         return folder
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
