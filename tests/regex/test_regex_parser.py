@@ -718,3 +718,28 @@ def test_an_unpinned_count_at_a_search_edge_needs_only_its_minimum() -> None:
         node = parse_regex_search(pattern)
         for s in _strings(b"abx", 6):
             assert rx.matches(node, s) == bool(re.search(pattern, s.decode())), (pattern, s)
+
+
+def test_raw_derivatives_are_memoized_and_agree_with_a_fresh_derivation() -> None:
+    """The liveness search's raw derivatives are kept on the node: a memoized one is the
+    node a fresh derivation makes (nodes are interned), and liveness answers are unchanged
+    for an intersection with complements, whose search runs through product states."""
+    node = rx.intersect(parse_regex("[1-9][0-9]{0,3}"),
+                        *(rx.complement(parse_regex(f"[0-9]*[{last}]"))
+                          for last in ("05", "02468")))
+    assert node.kind == rx.K_AND
+    seen, todo = {node.uid}, [node]
+    while todo and len(seen) < 400:
+        n = todo.pop()
+        for lo, _ in rx.class_runs(rx.class_starts(n)):
+            first = rx._raw_derive(n, lo)
+            assert rx._raw_derive(n, lo) is first is rx._raw_derivative(n, lo)
+            assert n.plain or n._raw_derivs[lo] == first.uid  # kept on the node
+            if first is not rx.EMPTY and first.uid not in seen:
+                seen.add(first.uid)
+                todo.append(first)
+    # live after a prefix exactly when some number of 1-4 digits, odd and not ending in 5,
+    # starts with it
+    members = {str(k).encode() for k in range(1, 10_000) if k % 2 and k % 5}
+    for text in (b"1", b"5", b"10", b"13", b"1234", b"1235", b"999", b"12345", b"0"):
+        assert _live_after(node, text) is any(m.startswith(text) for m in members), text

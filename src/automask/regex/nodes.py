@@ -54,7 +54,7 @@ class Node:
     """An interned regular expression over bytes. Build with the functions below."""
 
     __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid", "plain",
-                 "counted", "_cuts", "_derivs",
+                 "counted", "_cuts", "_derivs", "_raw_derivs",
                  # memos of the functions below, kept on the node so that they go with it
                  "_live", "_first", "_cont", "_fin", "_forced", "_meas", "_alpha",
                  "_alpha_text", "_req", "_clamps", "_incl", "__weakref__")
@@ -74,6 +74,7 @@ class Node:
     counted: bool
     _cuts: int | None
     _derivs: dict[int, int]  # byte -> the derivative's uid
+    _raw_derivs: dict[int, int] | None  # byte -> the raw derivative's uid (_raw_derive)
     _live: bool | None
     _first: int | None
     _cont: bool | None
@@ -206,6 +207,7 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         node._clamps = node._incl = None
         node._fin = _UNKNOWN
         node._derivs = {}
+        node._raw_derivs = None  # made on first use: only liveness searches read it
         ref = _Ref(node, _gone)
         ref.key = key
         ref.uid = uid
@@ -621,7 +623,31 @@ def _live_by_parts(node: Node) -> bool | None:
 
 
 def _raw_derive(node: Node, byte: int) -> Node:
-    """Derivative without the liveness collapse (used by the liveness search itself)."""
+    """Derivative without the liveness collapse (used by the liveness search itself).
+
+    Memoized on the node like :func:`derive`: the searches from a node's successive
+    derivatives run through the same product states again (a number under several
+    ``multipleOf`` and ``not``: 865k raw derivatives for 5,859 searches, rebuilt each
+    time without the memo)."""
+    if node.plain:
+        return derive(node, byte)
+    memo = node._raw_derivs
+    if memo is not None:
+        uid = memo.get(byte)
+        if uid is not None:
+            ref = _by_uid.get(uid)
+            if ref is not None:
+                found = ref()
+                if found is not None:
+                    return found
+    d = _raw_derivative(node, byte)
+    if memo is None:
+        node._raw_derivs = memo = {}
+    memo[byte] = d.uid
+    return d
+
+
+def _raw_derivative(node: Node, byte: int) -> Node:
     k = node.kind
     if k == K_AND:
         parts = [_raw_derive(m, byte) for m in node.items]
