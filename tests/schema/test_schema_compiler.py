@@ -616,3 +616,25 @@ def test_long_enums_compile_within_the_limits(tiny_bpe_vocab):
     compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
     assert accepts_bytes(compiled, '"w1"') and accepts_bytes(compiled, "1")
     assert not accepts_bytes(compiled, '"w2"')  # in both: oneOf fails
+
+
+def test_a_large_enum_is_one_lexeme_with_the_masks_of_one_lexeme_per_value(
+        tiny_bpe_vocab, monkeypatch):
+    """An enum of more than ENUM_LEXEMES scalar values is the alternation of their texts,
+    one lexeme; the language and every mask are those of one lexeme per value."""
+    from support.walks import assert_same_masks, masks_along
+
+    from automask.schema import conjunctions
+
+    values = [f"code-{i:03d}" for i in range(40)] + [1.5, 7, None, True]
+    schema = {"type": "object", "properties": {"v": {"enum": values}, "w": {"type": "string"}}}
+    instances = [{"v": v, "w": "x"} for v in values[::7]] + [{"v": "code-039"}, {}]
+    grammar = Grammar.from_json_schema(schema)
+    merged = masks_along(tiny_bpe_vocab, schema, instances)
+    monkeypatch.setattr(conjunctions, "ENUM_LEXEMES", len(values))
+    apart = Grammar.from_json_schema(schema)
+    assert len(apart.lexemes) - len(grammar.lexemes) == len(values) - 1
+    assert_same_masks(merged, masks_along(tiny_bpe_vocab, schema, instances))
+    c = automask.compile(grammar, tiny_bpe_vocab)
+    for text in ('{"v": "code-01"}', '{"v": 7.0}', '{"v": "code-040"}', '{"v": 1.50}'):
+        assert accepts_bytes(c, text) is (text in ('{"v": 7.0}', '{"v": 1.50}')), text

@@ -17,7 +17,7 @@ from automask.budget import check_time_now
 from automask.errors import GrammarError, LimitExceeded
 from automask.grammar.ir import Choice, Expr, Ref, Terminal
 from automask.regex import nodes as rx
-from automask.regex.parser import parse_regex
+from automask.regex.parser import alternation, parse_regex
 from automask.schema.annotations import Annotations, pending
 from automask.schema.arrays import Arrays
 from automask.schema.complement import expanded, negation, without
@@ -77,6 +77,14 @@ def position_of(uri: str, root_base: str) -> str:
         parts.append(part)
     pointer = "#" + "/".join(parts)
     return pointer if base == root_base else f"{base}{pointer}"
+
+
+#: An enum of more scalar values than this is one lexeme (their alternation, a prefix tree
+#: of their texts), not one lexeme each: a value position of a 1,554-value enum was a
+#: lexer state of 1,554 lexemes, its first mask 1,554 scans (375 ms), each lexer
+#: transition a derivative per member. Below it, one lexeme per value keeps the values'
+#: scans shared with every schema that has them (true, false, null, short names).
+ENUM_LEXEMES = 16
 
 
 class Conjunctions:
@@ -338,7 +346,11 @@ class Conjunctions:
             ok = [v for v in values if json_type(v) in types and self.values.value_ok(v, members)]
             if not ok:
                 return Terminal(rx.EMPTY)
-            return Choice(tuple(self.json.value(v) for v in ok))
+            scalars = [v for v in ok if not isinstance(v, (dict, list))]
+            if len(scalars) <= ENUM_LEXEMES:
+                return Choice(tuple(self.json.value(v) for v in ok))
+            return Choice((Terminal(alternation([literal_node(v) for v in scalars])),
+                           *(self.json.value(v) for v in ok if isinstance(v, (dict, list)))))
         alternatives: list[Expr] = []
         gone = [v for m in members for v in combinator_view(m).not_excludes]
         scalar = rx.EMPTY
