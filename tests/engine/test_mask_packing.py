@@ -81,3 +81,19 @@ def test_pack_rows_sets_exactly_the_ids_of_its_rows(llama, share):
     expected = np.zeros(root.size, dtype=bool)
     expected[root.ids_for_rows(np.flatnonzero(rows))] = True
     assert np.array_equal(root.pack_rows(rows), pack_bool(expected))
+
+
+def test_ids_for_rows_gives_every_id_of_rows_spelled_by_several():
+    """Where several ids spell one row (byte tokens beside the same text, as in Gemma-3
+    and Llama-2), each row gives all its ids, in row order, repeated rows repeating them."""
+    from automask.engine.tokens import RootTokens
+
+    texts = [b"a", b"b", b"<0x61>", b"a", b"c", b"b", b"", b"dd", b"a"]
+    root = RootTokens(texts, excluded={4}, size=len(texts) + 2)
+    assert not root.one_id_each
+    spelled = {text: [i for i, t in enumerate(texts) if t == text and i != 4] for text in texts}
+    rows = {text: r for r in range(root.n) if (text := root.row_bytes(r))}
+    for picked in ([], [rows[b"dd"]], [rows[b"a"]], [rows[b"b"], rows[b"a"], rows[b"b"]],
+                   list(range(root.n))):
+        expected = [i for r in picked for i in spelled[root.row_bytes(r)]]
+        assert root.ids_for_rows(np.array(picked, dtype=np.int32)).tolist() == expected

@@ -206,9 +206,10 @@ class RootTokens(TokenSet):
         starts = self.id_starts[rows]
         if self.one_id_each or not self.shared_bytes[rows].any():
             return self.ids_sorted[starts]  # type: ignore[no-any-return]  # an int array
-        counts = self.id_starts[rows + 1] - starts
-        return np.concatenate([self.ids_sorted[s:e] for s, e in
-                               zip(starts.tolist(), (starts + counts).tolist(), strict=True)])
+        # Some rows are spelled by several ids (Gemma-3: byte tokens beside the same text):
+        # each row's run of ids, gathered in one pass (a slice per row cost 60 ms for the
+        # inside rows of a string body on 262k tokens).
+        return self.ids_sorted[concat_ranges(starts, self.id_starts[rows + 1] - starts)]  # type: ignore[no-any-return]
 
     def pack_rows(self, allowed_rows: np.ndarray) -> np.ndarray:
         """A packed uint32 bitmask over token ids from a boolean array over rows."""
