@@ -743,3 +743,26 @@ def test_raw_derivatives_are_memoized_and_agree_with_a_fresh_derivation() -> Non
     members = {str(k).encode() for k in range(1, 10_000) if k % 2 and k % 5}
     for text in (b"1", b"5", b"10", b"13", b"1234", b"1235", b"999", b"12345", b"0"):
         assert _live_after(node, text) is any(m.startswith(text) for m in members), text
+
+
+def test_a_complement_of_any_text_refutes_text_members() -> None:
+    """``A & ~B`` is empty at once when ``B`` offers ``X*`` and ``A`` lies inside ``X*``:
+    once ``admin`` has occurred, "contains customer and not admin" is dead without a
+    search. The language is unchanged (checked on strings), and the liveness search of a
+    oneOf of unanchored patterns derives a few states instead of every state below."""
+    text = rx.star(rx.any_char())
+    customer, admin = parse_regex_search("customer"), parse_regex_search("admin")
+    assert rx.intersect(customer, rx.complement(rx.alt(text, admin))) is rx.EMPTY
+    assert rx.intersect(parse_regex("[a-z]{2,5}"), rx.complement(text)) is rx.EMPTY
+    node = rx.intersect(customer, rx.complement(admin), rx.complement(parse_regex_search("maker")))
+    for data, member in ((b"customer", True), (b"a customer", True), (b"admin customer", False),
+                         (b"customer maker", False), (b"custom", False), (b"", False)):
+        assert rx.matches(node, data) is member, data
+    after = node
+    for byte in b"xadmin":
+        after = rx.derive(after, byte)
+    assert after is rx.EMPTY
+    raw = node
+    for byte in b"xadmin":
+        raw = rx._raw_derive(raw, byte)
+    assert raw is rx.EMPTY  # the search stops here instead of exploring below

@@ -408,6 +408,8 @@ def intersect(*parts: Node) -> Node:
     if not members:
         return complement(EMPTY)
     if len(members) > 1:
+        if _refuted(members.values()):
+            return EMPTY
         _drop_absorbed(members)
         _drop_subsumed(members)
     if len(members) == 1:
@@ -439,24 +441,42 @@ def _drop_subsumed(members: dict[int, Node]) -> None:
     without this every derivative of those strings would be an intersection,
     checked for liveness by search.
     """
-    text_char = any_char()
     for uid, u in list(members.items()):
-        if u.kind != K_REPEAT or u.lo != 0 or u.hi is not None or not u.a.plain:
+        if _plain_star(u) and any(other is not u and _inside_star(other, u.a)
+                                  for other in members.values()):
+            del members[uid]
+
+
+def _plain_star(node: Node) -> bool:
+    return node.kind == K_REPEAT and node.lo == 0 and node.hi is None and node.a.plain
+
+
+def _inside_star(node: Node, x: Node) -> bool:
+    """Whether every string of ``node`` is in ``x*`` (a cheap test; False: not known)."""
+    if node.kind == K_REPEAT and node.a is x:
+        return True
+    if x.kind == K_BYTES and _alphabet(node) & ~x.bits == 0:
+        return True
+    # text over whole characters: nothing above ASCII outside them
+    return x is any_char() and _alphabet(node, x) >> 0x80 == 0
+
+
+def _refuted(members: Iterable[Node]) -> bool:
+    """Whether a member ``~B`` excludes all of another member: ``B`` is ``X*`` or offers
+    it, and the other lies inside ``X*``. A pattern's complement reaches this once its
+    text has occurred (``~(T admin T)`` after ``admin`` is ``~(T | …)``, T any text):
+    without the rule, the liveness search of a ``oneOf`` of unanchored patterns went
+    through every state below that point before finding it dead (58k derivatives)."""
+    members = list(members)
+    for m in members:
+        if m.kind != K_NOT:
             continue
-        x = u.a
-        for other in members.values():
-            if other is u:
-                continue
-            if other.kind == K_REPEAT and other.a is x:
-                break
-            if x.kind == K_BYTES and _alphabet(other) & ~x.bits == 0:
-                break
-            # text over whole characters: nothing above ASCII outside them
-            if x is text_char and _alphabet(other, text_char) >> 0x80 == 0:
-                break
-        else:
-            continue
-        del members[uid]
+        inner = m.a
+        for u in inner.items if inner.kind == K_ALT else (inner,):
+            if _plain_star(u) and any(other.kind != K_NOT and _inside_star(other, u.a)
+                                      for other in members):
+                return True
+    return False
 
 
 def _alphabet(node: Node, whole: Node | None = None) -> int:
@@ -651,7 +671,7 @@ def _raw_derivative(node: Node, byte: int) -> Node:
     k = node.kind
     if k == K_AND:
         parts = [_raw_derive(m, byte) for m in node.items]
-        if any(p is EMPTY for p in parts):
+        if any(p is EMPTY for p in parts) or _refuted(parts):
             return EMPTY
         members = {p.uid: p for p in parts}
         if len(members) == 1:
