@@ -652,14 +652,10 @@ def _raw_derive(node: Node, byte: int) -> Node:
     if node.plain:
         return derive(node, byte)
     memo = node._raw_derivs
-    if memo is not None:
-        uid = memo.get(byte)
-        if uid is not None:
-            ref = _by_uid.get(uid)
-            if ref is not None:
-                found = ref()
-                if found is not None:
-                    return found
+    if memo is not None and (uid := memo.get(byte)) is not None:
+        found = _alive(uid)  # (None: freed since, and made again below)
+        if found is not None:
+            return found
     d = _raw_derivative(node, byte)
     if memo is None:
         node._raw_derivs = memo = {}

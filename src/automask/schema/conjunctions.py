@@ -349,8 +349,8 @@ class Conjunctions:
             scalars = [v for v in ok if not isinstance(v, (dict, list))]
             if len(scalars) <= ENUM_LEXEMES:
                 return Choice(tuple(self.json.value(v) for v in ok))
-            return Choice((Terminal(alternation([literal_node(v) for v in scalars])),
-                           *(self.json.value(v) for v in ok if isinstance(v, (dict, list)))))
+            structured = [self.json.value(v) for v in ok if isinstance(v, (dict, list))]
+            return Choice((Terminal(alternation([literal_node(v) for v in scalars])), *structured))
         alternatives: list[Expr] = []
         gone = [v for m in members for v in combinator_view(m).not_excludes]
         scalar = rx.EMPTY
