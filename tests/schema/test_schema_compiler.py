@@ -638,3 +638,38 @@ def test_a_large_enum_is_one_lexeme_with_the_masks_of_one_lexeme_per_value(
     c = automask.compile(grammar, tiny_bpe_vocab)
     for text in ('{"v": "code-01"}', '{"v": 7.0}', '{"v": "code-040"}', '{"v": 1.50}'):
         assert accepts_bytes(c, text) is (text in ('{"v": 7.0}', '{"v": 1.50}')), text
+
+
+def test_a_tag_required_next_to_the_one_of_makes_its_branches_disjoint(
+        tiny_bpe_vocab, monkeypatch):
+    """A tagged union whose tag is required beside the ``oneOf`` (not in each branch) is
+    an ``anyOf``: no object has two values for the tag. Each branch used to be conjoined
+    with the complements of all the others; with eight branches that took the compile
+    past its time limit. The language is the reference's, and without the context's
+    ``required`` the exact ``oneOf`` is kept (``{}`` satisfies both branches there)."""
+    from automask.schema import one_of
+
+    branches = [{"properties": {"kind": {"const": k}, "x": {"type": t}}}
+                for k, t in (("a", "integer"), ("b", "string"), ("c", "boolean"))]
+    tagged = {"type": "object", "properties": {"kind": {"enum": ["a", "b", "c"]}},
+              "required": ["kind"], "oneOf": branches}
+    untagged = {k: v for k, v in tagged.items() if k != "required"}
+    complements = []
+    real_disjoint = one_of.OneOf.disjoint
+
+    def watched(self, subs, context=()):
+        answer = real_disjoint(self, subs, context)
+        complements.append(not answer)
+        return answer
+
+    monkeypatch.setattr(one_of.OneOf, "disjoint", watched)
+    instances = ['{"kind": "a", "x": 1}', '{"kind": "a", "x": "s"}', '{"kind": "b", "x": "s"}',
+                 '{"kind": "c", "x": true}', '{"kind": "c"}', '{"x": 1}', '{}',
+                 '{"kind": "d", "x": 1}']
+    for schema, exact_one_of in ((tagged, False), (untagged, True)):
+        complements.clear()
+        compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+        assert complements == [exact_one_of]
+        ref = reference_validator(schema)
+        for text in instances:
+            assert accepts_bytes(compiled, text) is reference_accepts(ref, text), (schema, text)

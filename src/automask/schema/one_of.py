@@ -121,7 +121,12 @@ class OneOf:
         the other's closed object forbids are disjoint only among objects.
         """
         context_types = types_of([m.schema for m in context], set(TYPES))
-        sigs = [self.signature([sub], context_types) for sub in subs]
+        # Keys the context requires are present in every object that passes, so a
+        # branch's value for such a key discriminates as if the branch required it
+        # (a tagged union whose tag is required next to the ``oneOf``).
+        context_required = key_rules(list(context)).required
+        sigs = [self.signature([sub], context_types, required=context_required)
+                for sub in subs]
         for i in range(len(sigs)):
             for j in range(i + 1, len(sigs)):
                 a, b = sigs[i], sigs[j]
@@ -153,9 +158,11 @@ class OneOf:
             return None
         return Choice(tuple(self.conj.conj_ref(rest + [typed, sub]) for sub in subs))
 
-    def signature(self, branch: list[Subschema], types: set, depth: int = 0) -> tuple:
+    def signature(self, branch: list[Subschema], types: set, depth: int = 0, *,
+                  required: frozenset = frozenset()) -> tuple:
         """What :func:`sigs_disjoint` compares: supersets of a branch's types and
-        values, the values of its required keys, and its key rules."""
+        values, the values of its required keys, and its key rules. ``required``:
+        keys that every object conjoined with the branch has (its context's)."""
         try:
             members = self.conj.expand(branch)
         except GrammarError:
@@ -183,11 +190,13 @@ class OneOf:
                     values = union if values is None else [
                         v for v in values if json_key(v) in keys]
             for k, p in (s.get("properties") or {}).items():
-                if k in s.get("required", ()) and isinstance(p, dict) and depth < 3:
+                if (k in s.get("required", ()) or k in required) and isinstance(p, dict) \
+                        and depth < 3:
                     sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
                                          set(TYPES), depth + 1)
                     if sig != ("never",) and sig[2] is not None:
                         consts[k] = sig[2]
         types = types_of([m.schema for m in members], types)
-        return (types, consts, values, key_rules(members))
+        rules = key_rules(members)
+        return (types, consts, values, rules._replace(required=rules.required | required))
 
