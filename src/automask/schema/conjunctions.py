@@ -303,13 +303,15 @@ class Conjunctions:
                 if kw == "anyOf" and self.tracks and any(pending(x) for x in members) and \
                         len(subs) > 1:
                     return self.annotations.any_of_subsets(rest, subs, m)
-                if kw == "oneOf" and not self.one_of.disjoint(subs, rest):
+                overlaps = self.one_of.overlaps(subs, rest) if kw == "oneOf" else []
+                if any(overlaps):
                     split = self.one_of.one_of_by_type(subs, rest, m)
                     if split is not None:
                         return split
-                    # Exactly one: branch i holds and every other branch fails.
+                    # Exactly one: branch i holds and every other branch fails; one
+                    # disjoint from branch i fails wherever it holds (no complement).
                     alternatives = [self.conj_ref(rest + [sub] + [
-                        negated(o) for o in subs if o is not sub]) for sub in subs]
+                        negated(subs[j]) for j in overlaps[i]]) for i, sub in enumerate(subs)]
                     return Choice(tuple(alternatives))
                 alternatives = [self.conj_ref(rest + [sub]) for sub in subs]
                 return Choice(tuple(alternatives))

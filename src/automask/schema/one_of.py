@@ -91,7 +91,9 @@ def sigs_disjoint(a, b) -> bool:
             json_type(y) == "integer" and "number" in ta) for y in vb):
         return True
     if (ta & tb) <= {"object"}:
-        for k in set(ca) & set(cb):
+        # a key one side requires is in every common object, and its value must then
+        # be one both sides' ``properties`` allow (a tag: ``{"type": {"const": …}}``)
+        for k in (ka.required | kb.required) & ca.keys() & cb.keys():
             if not share(ca[k], cb[k]):
                 return True
         # a key one side requires and the other forbids
@@ -114,27 +116,33 @@ class OneOf:
         self.conj = conj
 
     def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
-        """Whether no JSON value can satisfy two branches (a sufficient, cheap test).
+        """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
+        return not any(self.overlaps(subs, context))
+
+    def overlaps(self, subs: list[Subschema],
+                 context: list[Subschema] | tuple[()] = ()) -> list[list[int]]:
+        """For each branch, the other branches some value might satisfy with it (a
+        pair left out is surely disjoint: a sufficient, cheap test).
 
         ``context`` are the members every branch is conjoined with (the
         ``type`` next to the ``oneOf``): two branches that each require a key
-        the other's closed object forbids are disjoint only among objects.
+        the other's closed object forbids are disjoint only among objects. Keys the
+        context requires are in every object that passes, so a branch's value for
+        such a key discriminates as if the branch required it (a tagged union whose
+        tag is required beside the ``oneOf``).
         """
         context_types = types_of([m.schema for m in context], set(TYPES))
-        # Keys the context requires are present in every object that passes, so a
-        # branch's value for such a key discriminates as if the branch required it
-        # (a tagged union whose tag is required next to the ``oneOf``).
         context_required = key_rules(list(context)).required
         sigs = [self.signature([sub], context_types, required=context_required)
                 for sub in subs]
+        out: list[list[int]] = [[] for _ in subs]
         for i in range(len(sigs)):
             for j in range(i + 1, len(sigs)):
                 a, b = sigs[i], sigs[j]
-                if a == ("never",) or b == ("never",):
-                    continue
-                if not sigs_disjoint(a, b):
-                    return False
-        return True
+                if a != ("never",) and b != ("never",) and not sigs_disjoint(a, b):
+                    out[i].append(j)
+                    out[j].append(i)
+        return out
 
     def one_of_by_type(self, subs: list[Subschema], rest: list[Subschema],
                        at: Subschema) -> Expr | None:
@@ -161,8 +169,9 @@ class OneOf:
     def signature(self, branch: list[Subschema], types: set, depth: int = 0, *,
                   required: frozenset = frozenset()) -> tuple:
         """What :func:`sigs_disjoint` compares: supersets of a branch's types and
-        values, the values of its required keys, and its key rules. ``required``:
-        keys that every object conjoined with the branch has (its context's)."""
+        values, of the values of its properties (where finite), and its key rules.
+        ``required``: keys that every object conjoined with the branch has (its
+        context's)."""
         try:
             members = self.conj.expand(branch)
         except GrammarError:
@@ -189,9 +198,9 @@ class OneOf:
                     keys = {json_key(u) for u in union}
                     values = union if values is None else [
                         v for v in values if json_key(v) in keys]
-            for k, p in (s.get("properties") or {}).items():
-                if (k in s.get("required", ()) or k in required) and isinstance(p, dict) \
-                        and depth < 3:
+            for k, p in (s.get("properties") or {}).items() if depth == 0 else ():
+                # (only the branch's own keys are compared; below, values alone)
+                if isinstance(p, dict):
                     sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
                                          set(TYPES), depth + 1)
                     if sig != ("never",) and sig[2] is not None:
