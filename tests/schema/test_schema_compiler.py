@@ -705,3 +705,31 @@ def test_one_of_complements_only_the_branches_that_may_overlap(tiny_bpe_vocab, m
                  '{"x": 1, "t": "a"}', '{"x": 1, "y": 2}', '{"x": 1, "y": "s", "t": "a"}',
                  '{"t": "c", "x": 1}', '{"y": "s", "x": 1.5}', '{"t": "a"}'):
         assert not accepts_bytes(compiled, text) or reference_accepts(ref, text), text
+
+
+def test_complement_branches_the_other_members_contradict_are_dropped(
+        tiny_bpe_vocab, monkeypatch):
+    """``not`` distributes as a choice of its complement's branches, each conjoined with
+    the other members; a branch they contradict (a key they require, absent there; a type
+    they exclude) holds of nothing, and is dropped before it multiplies the rules of the
+    next ``not``. The language is the reference's."""
+    from automask.schema import one_of
+
+    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}},
+              "not": {"type": "object", "required": ["a", "b"], "properties": {"b": {"const": 1}}}}
+    kept = []
+    real_consistent = one_of.OneOf.consistent
+
+    def watched(self, branches, members):
+        out = real_consistent(self, branches, members)
+        kept.append((len(branches), len(out)))
+        return out
+
+    monkeypatch.setattr(one_of.OneOf, "consistent", watched)
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    # not object, no "a", no "b", "b" not 1: the first two contradict the members
+    assert kept[0] == (4, 2)
+    ref = reference_validator(schema)
+    for text in ('{"a": "x"}', '{"a": "x", "b": 2}', '{"a": "x", "b": 1}', '{"b": 2}', '{}',
+                 '{"a": 1}', '"a"', '{"a": "x", "b": "1"}'):
+        assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text

@@ -324,6 +324,10 @@ class Conjunctions:
             after = [expanded(x) for x in members[i + 1:]]
             branches = negation(self, self.report,
                                 Subschema(m.uri + "/not", view.not_schema, m.base))
+            # a branch the other members contradict (a key they require, absent there;
+            # another type) adds nothing, and each one left multiplies the rules made
+            # for every `not` still to distribute
+            branches = self.one_of.consistent(branches, before + after)
             if not branches:
                 return Terminal(rx.EMPTY)
             # the complement's members right after the `not`'s own (property order)

@@ -63,3 +63,7 @@ class Conjoin(Protocol):
     def types(self, members: list[Subschema]) -> set[str]:
         """The JSON types every member's ``type`` allows."""
         ...
+
+    def negated_types(self, m: Subschema) -> frozenset[str]:
+        """The types ``m``'s ``not`` excludes (where it says so exactly)."""
+        ...

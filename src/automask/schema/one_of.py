@@ -144,6 +144,22 @@ class OneOf:
                     out[j].append(i)
         return out
 
+    def consistent(self, branches: list[list[Subschema]],
+                   members: list[Subschema]) -> list[list[Subschema]]:
+        """The ``branches`` (each a conjunction) that may hold with ``members``: one
+        whose signature is disjoint from theirs holds of no value that they hold of."""
+        if len(branches) < 2:
+            return branches
+        held = self.signature(members, set(TYPES))
+        if held == ("never",):
+            return []
+        out = []
+        for branch in branches:
+            sig = self.signature(branch, set(TYPES)) if branch else None
+            if sig is None or sig != ("never",) and not sigs_disjoint(held, sig):
+                out.append(branch)
+        return out
+
     def one_of_by_type(self, subs: list[Subschema], rest: list[Subschema],
                        at: Subschema) -> Expr | None:
         """``oneOf`` without complements, when it is exact per type.
@@ -206,6 +222,8 @@ class OneOf:
                     if sig != ("never",) and sig[2] is not None:
                         consts[k] = sig[2]
         types = types_of([m.schema for m in members], types)
+        for m in members:
+            types -= self.conj.negated_types(m)
         rules = key_rules(members)
         return (types, consts, values, rules._replace(required=rules.required | required))
 
