@@ -733,3 +733,28 @@ def test_complement_branches_the_other_members_contradict_are_dropped(
     for text in ('{"a": "x"}', '{"a": "x", "b": 2}', '{"a": "x", "b": 1}', '{"b": 2}', '{}',
                  '{"a": 1}', '"a"', '{"a": "x", "b": "1"}'):
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
+
+
+def test_a_required_key_of_different_types_makes_branches_disjoint(tiny_bpe_vocab,
+                                                                   monkeypatch):
+    """Two branches whose required key takes values of different types hold of no common
+    object (the same test as for a tag's values, on the key's whole signature)."""
+    from automask.schema import one_of
+
+    schema = {"type": "object", "oneOf": [
+        {"required": ["v"], "properties": {"v": {"type": "string"}}},
+        {"properties": {"v": {"type": "integer"}, "w": {"type": "boolean"}}, "required": ["w"]}]}
+    answers = []
+    real_overlaps = one_of.OneOf.overlaps
+
+    def watched(self, subs, context=()):
+        answers.append(real_overlaps(self, subs, context))
+        return answers[-1]
+
+    monkeypatch.setattr(one_of.OneOf, "overlaps", watched)
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert answers == [[[], []]]
+    ref = reference_validator(schema)
+    for text in ('{"v": "s"}', '{"v": 1, "w": true}', '{"w": true}', '{"v": "s", "w": true}',
+                 '{"v": 1}', '{}', '{"v": null, "w": true}'):
+        assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text

@@ -92,9 +92,10 @@ def sigs_disjoint(a, b) -> bool:
         return True
     if (ta & tb) <= {"object"}:
         # a key one side requires is in every common object, and its value must then
-        # be one both sides' ``properties`` allow (a tag: ``{"type": {"const": …}}``)
+        # be one both sides' ``properties`` allow (a tag: ``{"type": {"const": …}}``;
+        # or a type, as in the complement of a property's schema)
         for k in (ka.required | kb.required) & ca.keys() & cb.keys():
-            if not share(ca[k], cb[k]):
+            if sigs_disjoint(ca[k], cb[k]):
                 return True
         # a key one side requires and the other forbids
         if any(not kb.admits(k) for k in ka.required) or \
@@ -197,7 +198,7 @@ class OneOf:
         if members is None:
             return ("never",)
         values = enumerated(members)
-        consts: dict[str, list] = {}
+        consts: dict[str, tuple] = {}  # key -> the signature of its properties schema
         for m in members:
             s = m.schema
             view = combinator_view(m)
@@ -219,8 +220,8 @@ class OneOf:
                 if isinstance(p, dict):
                     sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
                                          set(TYPES), depth + 1)
-                    if sig != ("never",) and sig[2] is not None:
-                        consts[k] = sig[2]
+                    if sig != ("never",):
+                        consts[k] = sig
         types = types_of([m.schema for m in members], types)
         for m in members:
             types -= self.conj.negated_types(m)
