@@ -303,6 +303,12 @@ class Conjunctions:
                 if kw == "anyOf" and self.tracks and any(pending(x) for x in members) and \
                         len(subs) > 1:
                     return self.annotations.any_of_subsets(rest, subs, m)
+                # a branch the rest contradicts holds nowhere here (for oneOf, it never
+                # holds beside another either); if-chains over a required tag distribute
+                # to one case per tag, not to every subset of the ifs
+                subs = [b[0] for b in self.one_of.consistent([[x] for x in subs], rest)]
+                if not subs:
+                    return Terminal(rx.EMPTY)
                 overlaps = self.one_of.overlaps(subs, rest) if kw == "oneOf" else []
                 if any(overlaps):
                     split = self.one_of.one_of_by_type(subs, rest, m)

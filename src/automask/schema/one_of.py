@@ -95,7 +95,7 @@ def sigs_disjoint(a, b) -> bool:
         # be one both sides' ``properties`` allow (a tag: ``{"type": {"const": …}}``;
         # or a type, as in the complement of a property's schema)
         for k in (ka.required | kb.required) & ca.keys() & cb.keys():
-            if sigs_disjoint(ca[k], cb[k]):
+            if any(sigs_disjoint(x, y) for x in ca[k] for y in cb[k]):
                 return True
         # a key one side requires and the other forbids
         if any(not kb.admits(k) for k in ka.required) or \
@@ -198,7 +198,8 @@ class OneOf:
         if members is None:
             return ("never",)
         values = enumerated(members)
-        consts: dict[str, tuple] = {}  # key -> the signature of its properties schema
+        # key -> the signatures of its properties schemas (a value meets them all)
+        consts: dict[str, list[tuple]] = {}
         for m in members:
             s = m.schema
             view = combinator_view(m)
@@ -221,7 +222,7 @@ class OneOf:
                     sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
                                          set(TYPES), depth + 1)
                     if sig != ("never",):
-                        consts[k] = sig
+                        consts.setdefault(k, []).append(sig)
         types = types_of([m.schema for m in members], types)
         for m in members:
             types -= self.conj.negated_types(m)
