@@ -793,3 +793,31 @@ def test_an_if_chain_over_a_required_tag_is_not_a_case_per_subset(tiny_bpe_vocab
     for text in ('{"kind": "t3", "x3": 1}', '{"kind": "t3"}', '{"kind": "t7", "x7": null}',
                  '{"kind": "t7", "x3": 1}', '{"kind": "t8", "x1": 1}', '{"x3": 1}'):
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
+
+
+def test_properties_that_only_refer_to_one_definition_share_its_rule(tiny_bpe_vocab,
+                                                                     monkeypatch):
+    """A property that is only ``{"$ref": …}`` (annotations aside) adds nothing to its
+    target, so the conjunctions at every such property are one conjunction, compiled
+    once; one with a keyword of its own is its own. The language is the reference's."""
+    from automask.schema import conjunctions
+
+    record = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
+    schema = {"$defs": {"r": record}, "type": "object", "properties": {
+        "p": {"$ref": "#/$defs/r"}, "q": {"$ref": "#/$defs/r", "description": "same"},
+        "s": {"$ref": "#/$defs/r", "required": ["a"]}}}
+    objects = []
+    real_object = conjunctions.Objects.object
+
+    def counted(self, members):
+        objects.append(sorted(m.uri.rsplit("#", 1)[-1] for m in members))
+        return real_object(self, members)
+
+    monkeypatch.setattr(conjunctions.Objects, "object", counted)
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert sorted(objects) == [[""], ["/$defs/r", "/properties/p"],
+                               ["/$defs/r", "/properties/s"]]
+    ref = reference_validator(schema)
+    for text in ('{"p": {"a": 1}, "q": {"b": "x"}, "s": {"a": 2}}', '{"q": {"a": "x"}}',
+                 '{"s": {"b": "x"}}', '{"p": {"a": 1, "b": 2}}', '{"q": {}, "s": {"a": 1}}'):
+        assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
