@@ -24,12 +24,35 @@ def _bench(shared_data, tmp_path, *extra: str) -> dict:
     return json.loads(out.read_text())
 
 
-def test_levels_keep_the_batch_full_and_walk_valid_instances(shared_data, tmp_path, capsys):
+def refused_alone(shared_data, llama, record_ids) -> set[str]:
+    """The schemas among ``record_ids`` whose walk (the bench's pool, seed 0) a lone
+    matcher refuses: a valid instance out of the generated property order is refused
+    (docs/json-schema.md), in a batch and alone alike."""
+    import automask
+    from automask import Grammar
+
+    walks = batch_bench.load_walks(str(shared_data / "maskbench-dev.jsonl.gz"), llama, 10, 0)
+    out = set()
+    for walk in walks:
+        if walk.record_id in record_ids:
+            grammar = Grammar.from_json_schema(json.loads(walk.spec.text))
+            matcher = automask.Matcher(automask.compile(grammar, llama))
+            if matcher.accept_tokens(walk.ids) < len(walk.ids):
+                out.add(walk.record_id)
+    return out
+
+
+def test_levels_keep_the_batch_full_and_walk_valid_instances(shared_data, tmp_path, capsys,
+                                                             llama):
     result = _bench(shared_data, tmp_path, "--vs", "none")
     levels = {(s["engine"], s["batch"]): s for s in result["levels"]}
     assert set(levels) == {("automask", 1), ("automask", 4)}
     for (_, batch), s in levels.items():
-        assert s["refused"] == 0  # every token of a valid instance is allowed and accepted
+        # every token of a valid instance is allowed and accepted, but where a lone
+        # matcher refuses it too (a valid instance out of property order)
+        refused = set(s["refused_ids"])
+        assert s["refused"] == len(refused) and refused == refused_alone(shared_data, llama,
+                                                                         refused)
         assert 0 < s["steps"] <= 12
         assert s["fill_ms"]["count"] == s["steps"] and s["fill_ms"]["p50"] > 0
         assert s["sequences"] >= batch  # finished sequences gave their rows to new schemas
@@ -39,13 +62,16 @@ def test_levels_keep_the_batch_full_and_walk_valid_instances(shared_data, tmp_pa
 
 
 @pytest.mark.skipif(not HAS_LLGUIDANCE, reason="llguidance is not installed")
-def test_llguidance_fills_the_same_batches(shared_data, tmp_path):
+def test_llguidance_fills_the_same_batches(shared_data, tmp_path, llama):
     result = _bench(shared_data, tmp_path, "--vs", "llguidance", "--threads", "1")
     engines = {s["engine"] for s in result["levels"]}
     assert engines == {"automask", "llguidance"}
     assert set(result["ratios"]) == {"1", "4"}  # JSON keys
     for s in result["levels"]:
-        assert s["refused"] == 0, s
+        if s["engine"] == "llguidance":
+            assert s["refused"] == 0, s
+        else:
+            assert set(s["refused_ids"]) == refused_alone(shared_data, llama, s["refused_ids"])
 
 
 def test_targets_at_b64_are_judged():

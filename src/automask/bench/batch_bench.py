@@ -78,7 +78,8 @@ class LevelResult:
                 "mean_rows": float(np.mean(self.rows)) if self.rows else None,
                 "fill_ms": fill.as_dict(), "commit_ms": commit.as_dict(),
                 "share_over_5ms": slow, "sequences": self.sequences,
-                "refused": len(self.refused), "compile_errors": self.compile_errors}
+                "refused": len(self.refused), "refused_ids": sorted(self.refused),
+                "compile_errors": self.compile_errors}
 
 
 class _Batch:
