@@ -57,10 +57,11 @@ HANDLED = frozenset({
 })
 
 
-# What a schema may hold beside "$ref" and still say nothing of its own (no base URI,
-# anchor or definitions either: those change what references resolve to).
-DESCRIPTIVE = frozenset({"$ref", "title", "description", "default", "examples", "$comment",
-                         "deprecated", "readOnly", "writeOnly"})
+# What a schema may hold beside "$ref" and still say nothing of its own: annotations,
+# less those that change what references resolve to (a base URI, anchors, definitions).
+DESCRIPTIVE = frozenset({"$ref"}) | ANNOTATIONS - {
+    "$schema", "$id", "$anchor", "$dynamicAnchor", "$defs", "definitions", "$vocabulary",
+    "contentSchema"}
 
 
 def only_a_reference(schema) -> bool:

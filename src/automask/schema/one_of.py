@@ -78,8 +78,8 @@ def key_rules(members: list[Subschema]) -> KeyRules:
 
 
 def sigs_disjoint(a, b) -> bool:
-    ta, ca, va, ka = a
-    tb, cb, vb, kb = b
+    ta, pa, va, ka = a
+    tb, pb, vb, kb = b
     if not (ta & tb):
         return True
     if va is not None and vb is not None and not share(va, vb):
@@ -94,8 +94,8 @@ def sigs_disjoint(a, b) -> bool:
         # a key one side requires is in every common object, and its value must then
         # be one both sides' ``properties`` allow (a tag: ``{"type": {"const": …}}``;
         # or a type, as in the complement of a property's schema)
-        for k in (ka.required | kb.required) & ca.keys() & cb.keys():
-            if any(sigs_disjoint(x, y) for x in ca[k] for y in cb[k]):
+        for k in (ka.required | kb.required) & pa.keys() & pb.keys():
+            if any(sigs_disjoint(x, y) for x in pa[k] for y in pb[k]):
                 return True
         # a key one side requires and the other forbids
         if any(not kb.admits(k) for k in ka.required) or \
@@ -156,8 +156,11 @@ class OneOf:
             return []
         out = []
         for branch in branches:
-            sig = self.signature(branch, set(TYPES)) if branch else None
-            if sig is None or sig != ("never",) and not sigs_disjoint(held, sig):
+            if not branch:  # (no member: any value)
+                out.append(branch)
+                continue
+            sig = self.signature(branch, set(TYPES))
+            if sig != ("never",) and not sigs_disjoint(held, sig):
                 out.append(branch)
         return out
 
@@ -199,7 +202,7 @@ class OneOf:
             return ("never",)
         values = enumerated(members)
         # key -> the signatures of its properties schemas (a value meets them all)
-        consts: dict[str, list[tuple]] = {}
+        props: dict[str, list[tuple]] = {}
         for m in members:
             s = m.schema
             view = combinator_view(m)
@@ -222,10 +225,10 @@ class OneOf:
                     sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
                                          set(TYPES), depth + 1)
                     if sig != ("never",):
-                        consts.setdefault(k, []).append(sig)
+                        props.setdefault(k, []).append(sig)
         types = types_of([m.schema for m in members], types)
         for m in members:
             types -= self.conj.negated_types(m)
         rules = key_rules(members)
-        return (types, consts, values, rules._replace(required=rules.required | required))
+        return (types, props, values, rules._replace(required=rules.required | required))
 
