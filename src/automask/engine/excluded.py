@@ -26,9 +26,6 @@ from automask.regex import nodes as rx
 from automask.regex import utf8
 
 MAX_PREFIX = 8  # a longer literal before the text is not read as an except-body (a plain scan)
-# The words each text_except node leaves out are kept by node uid: an entry goes with its
-# node (interning is weak), or a server's stream of new schemas would fill the table.
-rx.uid_keyed(utf8._excluded)
 
 
 class ExceptBody(NamedTuple):

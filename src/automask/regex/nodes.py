@@ -29,6 +29,7 @@ of the freed one can be met by it.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import itertools
@@ -44,7 +45,8 @@ from automask.gc_pause import untrack
 FULL_BITS = (1 << 256) - 1
 
 # Node kinds.
-K_EMPTY, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_REPEAT, K_NONEMPTY, K_AND, K_NOT, K_ENC = range(10)
+(K_EMPTY, K_EPS, K_BYTES, K_CONCAT, K_ALT, K_REPEAT, K_NONEMPTY, K_AND, K_NOT, K_ENC,
+ K_EXCEPT) = range(11)
 
 #: how many derivatives a liveness check may explore before giving up
 MAX_LIVENESS_STATES = 20_000
@@ -53,7 +55,7 @@ MAX_LIVENESS_STATES = 20_000
 class Node:
     """An interned regular expression over bytes. Build with the functions below."""
 
-    __slots__ = ("kind", "a", "b", "items", "lo", "hi", "bits", "nullable", "uid", "plain",
+    __slots__ = ("kind", "a", "b", "items", "words", "lo", "hi", "bits", "nullable", "uid", "plain",
                  "counted", "_cuts", "_derivs", "_raw_derivs",
                  # memos of the functions below, kept on the node so that they go with it
                  "_live", "_first", "_cont", "_fin", "_forced", "_meas", "_alpha",
@@ -65,6 +67,7 @@ class Node:
     a: Node
     b: Node
     items: tuple[Node, ...]
+    words: tuple[bytes, ...]  # K_EXCEPT: the strings left out, sorted (else empty)
     lo: int
     hi: int | None
     bits: int
@@ -189,6 +192,7 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         node.a = fields.get("a")  # type: ignore[assignment]  # (None: the kind has no part)
         node.b = fields.get("b")  # type: ignore[assignment]
         node.items = fields.get("items", ())
+        node.words = fields.get("words", ())
         node.lo = fields.get("lo", 0)
         node.hi = fields.get("hi")
         node.bits = fields.get("bits", 0)
@@ -380,6 +384,65 @@ def nonempty(a: Node) -> Node:
     if a is EPS:
         return EMPTY
     return _make(("ne", a.uid), K_NONEMPTY, False, a=a)
+
+
+def except_words(base: Node, words: Iterable[bytes]) -> Node:
+    """The strings of the plain node ``base`` but the finitely many ``words``.
+
+    Derived lazily: by a byte no word starts with, the derivative is ``base``'s own
+    (no word can be met any more); by another, it is the same construction on
+    ``base``'s derivative and the words' rests. So "any key but the declared
+    names" costs a node per position a walk reaches, not, as a trie of the names
+    built up front did, a node per position of every name (a quarter of the
+    compile of a small schema). Still a plain node, and never one that matches
+    nothing (that is ``EMPTY``), so its liveness is its own.
+    """
+    if not base.plain:
+        raise ValueError("except_words takes a plain node (no intersection or complement)")
+    return _except(base, tuple(sorted(set(words))))
+
+
+def _except(base: Node, words: tuple[bytes, ...]) -> Node:
+    """:func:`except_words` of words already sorted and distinct."""
+    if not words or base is EMPTY:
+        return base
+    if not _leaves_some(base, words):
+        return EMPTY
+    untrack(words)  # bytes: in no cycle
+    return _make(("except", base.uid, words), K_EXCEPT,
+                 base.nullable and words[0] != b"", a=base, words=words)
+
+
+def _leaves_some(base: Node, words: tuple[bytes, ...]) -> bool:
+    """Whether the plain node ``base`` matches some string outside ``words`` (sorted).
+
+    A depth-first search no deeper than the longest word: past it, or off every
+    word, a live derivative of ``base`` has a string (plain nodes are live)."""
+    if base.nullable and words[0] != b"":  # (sorted: an empty word comes first)
+        return True
+    for lo, _ in class_runs(class_starts(base) | _word_cuts(words)):
+        d = derive(base, lo)
+        if d is not EMPTY:
+            rests = _rests(words, lo)
+            if not rests or _leaves_some(d, rests):
+                return True
+    return False
+
+
+def _rests(words: tuple[bytes, ...], byte: int) -> tuple[bytes, ...]:
+    """The rests of the (sorted) words that start with ``byte``, sorted: a contiguous run."""
+    start = bisect.bisect_left(words, bytes((byte,)))
+    stop = len(words) if byte == 255 else bisect.bisect_left(words, bytes((byte + 1,)), start)
+    return tuple(w[1:] for w in words[start:stop])
+
+
+def _word_cuts(words: tuple[bytes, ...]) -> int:
+    """Class starts that give each word's first byte a class of its own."""
+    cuts = 1
+    for w in words:
+        if w:
+            cuts |= 3 << w[0]
+    return cuts & FULL_BITS
 
 
 def intersect(*parts: Node) -> Node:
@@ -727,6 +790,8 @@ def derive(node: Node, byte: int) -> Node:
         d = complement(derive(node.a, byte))
     elif k == K_ENC:
         d = _derive_encoded(node, byte)
+    elif k == K_EXCEPT:
+        d = _except(derive(node.a, byte), _rests(node.words, byte))
     else:  # EMPTY, EPS
         d = EMPTY
     if not d.plain and not is_live(d):
@@ -764,6 +829,8 @@ def class_starts(node: Node) -> int:
         code = _codes[node.lo]
         c = ((class_starts(node.a) | code.root_cuts) if node.hi == 0
              else code.cuts[node.hi])  # type: ignore[index]  # (K_ENC: hi is an int)
+    elif k == K_EXCEPT:
+        c = class_starts(node.a) | _word_cuts(node.words)
     else:
         c = 1
     node._cuts = c
@@ -830,6 +897,8 @@ def clamp(node: Node, limit: int) -> Node:
                else encoded(inner, _codes[node.lo], node.hi))  # type: ignore[arg-type]
     elif k == K_AND:
         out = _clamp_and(node, limit)
+    elif k == K_EXCEPT:  # agrees on strings up to the limit where the base does
+        out = _except(clamp(node.a, limit), node.words)
     else:  # bytes, empty, eps, and complements kept whole
         out = node
     _keep_clamped(node, limit, out)
@@ -1156,6 +1225,10 @@ def _bytes_pattern(bits: int) -> str:
     return f"[{inner}]"
 
 
+def _bytes_text(data: bytes) -> str:
+    return "".join(_byte_repr(b) for b in data) if data else "ε"
+
+
 def _byte_repr(b: int) -> str:
     ch = chr(b)
     if 0x20 < b < 0x7F and ch not in "\\[]()|*+?{}.^$-":
@@ -1201,6 +1274,10 @@ def _pattern_pieces(node: Node) -> Iterator[str]:
             if node.kind != K_CONCAT:
                 break
             node = node.b
+    elif k == K_EXCEPT:
+        yield "except("
+        yield from _pattern_pieces(node.a)
+        yield "; " + "|".join(_bytes_text(w) for w in node.words) + ")"
     elif k in (K_ALT, K_AND):
         for i, m in enumerate(node.items):
             if i:

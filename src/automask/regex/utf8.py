@@ -119,62 +119,25 @@ def literal_text(s: str) -> rx.Node:
 def text_except(words: Iterable[str]) -> rx.Node:
     """Any UTF-8 text except ``words``, as a plain node (no complement).
 
-    The words' trie, with an exit at every node: a code point no word takes
-    there, then any text. Derivatives of a plain node are cheap, and once a
-    text leaves the trie it is exactly ``any_char()*``, the node every other
-    string uses, so the token scans from there on are shared.
+    Any text with the words left out (:func:`automask.regex.nodes.except_words`,
+    derived lazily): once a text leaves every word it is exactly ``any_char()*``,
+    the node every other string uses, so the token scans from there on are shared.
     """
     return _text_except(tuple(sorted(set(words))))
 
 
 @functools.lru_cache(maxsize=1024)
 def _text_except(words: tuple[str, ...]) -> rx.Node:
-    return _except_trie(words) if words else rx.star(any_char())
-
-
-@functools.lru_cache(maxsize=16384)
-def _except_trie(rest: tuple[str, ...]) -> rx.Node:
-    """The node of one trie position of :func:`text_except`: ``rest`` are the words'
-    remainders there. Memoized on its own: a position's node depends on ``rest`` only,
-    and the tails of common names (``escription``, ``ype``) recur across schemas (a
-    quarter of the positions on a 600-schema MaskBench sample; building the tries was
-    a quarter of compiling a small schema)."""
-    anything = rx.star(any_char())
-    kids = tuple(sorted({w[0] for w in rest if w}))
-    parts = [] if "" in rest else [rx.EPS]
-    others = _char_except(kids)
-    if others is not rx.EMPTY:
-        parts.append(rx.concat(others, anything))
-    parts.extend(rx.concat(literal_text(c), _except_trie(tuple(w[1:] for w in rest if w[:1] == c)))
-                 for c in kids)
-    out = rx.alt_of(parts)
-    _excluded.setdefault(out.uid, rest)
-    return out
-
-
-# uid of a text_except node (or of one of its subtries) -> the words it leaves out
-_excluded: dict[int, tuple[str, ...]] = {}
+    return rx.except_words(rx.star(any_char()), (w.encode("utf-8") for w in words))
 
 
 def excluded_words(node: rx.Node) -> tuple[str, ...] | None:
     """The words ``node`` leaves out, if it is :func:`text_except` of them.
 
     Its derivatives along whole code points of a word are such nodes too
-    (the rest of the words), so a key being typed keeps the answer.
+    (the rest of the words), so a key being typed keeps the answer; inside a
+    code point (where the base is not any text) there is none.
     """
-    return _excluded.get(node.uid)
-
-
-@functools.lru_cache(maxsize=4096)
-def _char_except(chars: tuple[str, ...]) -> rx.Node:
-    """Any one code point but ``chars``; ASCII exclusions reuse the multibyte part."""
-    if all(ord(c) < 0x80 for c in chars):
-        ascii_bits = ((1 << 128) - 1) & ~sum(1 << ord(c) for c in set(chars))
-        return rx.alt(rx.byte_set(ascii_bits), _multibyte())
-    others = negate_ranges((ord(c), ord(c)) for c in chars)
-    return ranges_to_node(others) if others else rx.EMPTY
-
-
-@functools.cache
-def _multibyte() -> rx.Node:
-    return ranges_to_node([(0x80, MAX_CODE_POINT)])
+    if node.kind != rx.K_EXCEPT or node.a is not rx.star(any_char()):
+        return None
+    return tuple(w.decode("utf-8") for w in node.words)
