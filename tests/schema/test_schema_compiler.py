@@ -821,3 +821,20 @@ def test_properties_that_only_refer_to_one_definition_share_its_rule(tiny_bpe_vo
     for text in ('{"p": {"a": 1}, "q": {"b": "x"}, "s": {"a": 2}}', '{"q": {"a": "x"}}',
                  '{"s": {"b": "x"}}', '{"p": {"a": 1, "b": 2}}', '{"q": {}, "s": {"a": 1}}'):
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
+
+
+def test_a_declared_key_lexeme_is_made_once_across_schemas():
+    from automask.regex import nodes as rx
+    from automask.schema.json_text import key_lexeme, literal_string_node
+
+    key_lexeme.cache_clear()
+    Grammar.from_json_schema({"type": "object", "properties": {"name": {"type": "string"}}})
+    made = key_lexeme.cache_info()
+    Grammar.from_json_schema({"type": "array", "items": {
+        "type": "object", "properties": {"name": {"type": "integer"}}}})
+    again = key_lexeme.cache_info()
+    assert again.misses == made.misses and again.hits > made.hits
+    # what it keeps is what it would make: ws, the key as JSON spells it, the separator
+    ws, sep = rx.literal(b" "), rx.literal(b":")
+    assert key_lexeme("na\"me", ws, sep) is rx.concat(ws, literal_string_node("na\"me", sep))
+    assert rx.matches(key_lexeme("na\"me", ws, sep), b' "na\\"me":')

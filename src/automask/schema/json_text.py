@@ -67,6 +67,14 @@ def literal_string_node(value: str, after: rx.Node = rx.EPS) -> rx.Node:
     return rx.concat(string_node(utf8.literal_text(value)), after)
 
 
+@functools.lru_cache(maxsize=4096)
+def key_lexeme(name: str, ws: rx.Node, sep: rx.Node) -> rx.Node:
+    """``ws "name" sep``: a declared key with its colon, one lexeme. Kept across schemas
+    (by node identity: interning makes equal layouts the same nodes), since names recur
+    (``name``, ``type``, ``description``) and made afresh a key is a node per byte."""
+    return rx.concat(ws, literal_string_node(name, sep))
+
+
 INTEGER_TEXT = r"-?(0|[1-9][0-9]*)"
 NUMBER_TEXT = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 
@@ -118,7 +126,6 @@ class JsonPieces:
         self.rules = rules
         self.prefix = prefix
         self._any: Ref | None = None
-        self._key_lexemes: dict[str, rx.Node] = {}
         self._led: dict[int, tuple[Expr, Expr]] = {}  # id(expr) -> (expr, its leading form)
         self._leading_rules: dict[str, str] = {}  # rule -> the rule of its leading form
         self._unwritten: list[str] = []  # leading rules named but not yet written
@@ -174,11 +181,7 @@ class JsonPieces:
         layout = self.layout
         if isinstance(key, rx.Node):
             return Seq((Terminal(rx.concat(layout.ws, key, layout.key_sep)), self.lead(value)))
-        lexeme = self._key_lexemes.get(key)
-        if lexeme is None:
-            lexeme = self._key_lexemes[key] = rx.concat(
-                layout.ws, literal_string_node(key, layout.key_sep))
-        return Seq((Terminal(lexeme), self.lead(value)))
+        return Seq((Terminal(key_lexeme(key, layout.ws, layout.key_sep)), self.lead(value)))
 
     def any_value(self) -> Ref:
         """Any JSON value (a rule, built once)."""
