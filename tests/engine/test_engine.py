@@ -166,6 +166,10 @@ GRAMMARS = {
     # counts past the longest token (scans shared through rx.clamp)
     "regex-counted": lambda: Grammar.from_regex(
         r"([a-z ]{0,60}|[0-9]{30,}),[a-z]{3,45}\.(ab){20,}"),
+    # a pattern of wide classes under a length bound: the bound drops (rx.known_text)
+    "schema-text-bound": lambda: Grammar.from_json_schema({
+        "type": "string", "pattern": "^[A-Za-z\\u00c0-\\u024f\\u0400-\\u04ff]+$",
+        "maxLength": 300}),
     "choices": lambda: Grammar.from_choices(["yes", "no", "maybe", "yesterday", "nothing", "n"]),
     "gbnf-json": lambda: Grammar.from_gbnf(JSONISH),
     "lark-ignore": lambda: Grammar.from_lark(LARK_LIST),

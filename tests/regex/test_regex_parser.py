@@ -766,3 +766,31 @@ def test_a_complement_of_any_text_refutes_text_members() -> None:
     for byte in b"xadmin":
         raw = rx._raw_derive(raw, byte)
     assert raw is rx.EMPTY  # the search stops here instead of exploring below
+
+
+def test_patterns_are_known_text_and_stay_so_along_their_derivatives() -> None:
+    """A pattern's node is recorded as valid text, so a length bound over any characters
+    drops from it without an inclusion search, at its start and at each character
+    boundary after (a derivative keeps inclusion)."""
+    pattern = "^[A-Za-z\\u00c0-\\u024f\\u0400-\\u04ff]+-[0-9]*$"
+    node = parse_regex(pattern)
+    text = rx.any_text()
+    assert rx._includes(node, text)
+    bounded = rx.intersect(node, rx.repeat(rx.any_char(), 0, 300))
+    assert bounded.kind == rx.K_AND and rx.clamp(bounded, 16) is rx.clamp(node, 16)
+    for data in ("Ж".encode(), b"a", "aé".encode(), "aé-1".encode()):
+        d = node
+        for b in data:
+            d = rx.derive(d, b)
+        assert rx._includes(d, text), data  # at a character boundary: known text
+        assert rx._included(d, text)  # and true, by the search itself
+    half = rx.derive(node, "Ж".encode()[0])  # inside a character: not text
+    assert not rx._includes(half, text)
+    # what a derivative is recorded as included in, it is included in (strings checked)
+    for data in (b"", b"a", b"ab", "aé".encode(), b"a-", b"a-1"):
+        d = node
+        for b in data:
+            d = rx.derive(d, b)
+        for s in (b"", b"a", "é".encode(), b"-", b"-12", b"\xff", "Ж".encode()[:1]):
+            if rx.matches(d, s):
+                assert rx.matches(text, data + s)

@@ -286,6 +286,25 @@ def any_char() -> Node:
     return alt_of(concat(*(byte_range(lo, hi) for lo, hi in row)) for row in _UTF8_CHAR)
 
 
+@functools.cache
+def any_text() -> Node:
+    """Any valid UTF-8 text: ``any_char()*`` (built once)."""
+    return star(any_char())
+
+
+def known_text(node: Node) -> Node:
+    """``node``, recorded as matching valid UTF-8 text only, as every node the pattern
+    parser makes does (patterns speak of code points). Inclusion in any text then
+    needs no search: a length bound over any characters is dropped from a pattern
+    at once (:func:`_clamp_and`), where the pair search over a pattern of wide
+    Unicode classes ran to its bound (60 ms for a letters class) and gave up."""
+    if node.plain and node is not EMPTY:
+        if node._incl is None:
+            node._incl = {}
+        node._incl[any_text().uid] = True  # (the memo _included keeps)
+    return node
+
+
 def concat(*parts: Node) -> Node:
     """Concatenation, right-nested and simplified."""
     result = EPS
@@ -797,7 +816,24 @@ def derive(node: Node, byte: int) -> Node:
     if not d.plain and not is_live(d):
         d = EMPTY
     node._derivs[byte] = d.uid
+    if node._incl is not None and d is not EMPTY:
+        _carry_inclusions(node, byte, d)
     return d
+
+
+def _carry_inclusions(node: Node, byte: int, d: Node) -> None:
+    """What includes ``node`` includes its derivative ``d`` by ``byte`` once derived by
+    ``byte`` too (a derivative keeps inclusion). So a pattern known to be text
+    (:func:`known_text`) is still known to be at the next character boundary, and a
+    length bound drops there without a search either."""
+    for uid in tuple(node._incl):  # type: ignore[union-attr]  # (checked by the caller)
+        big = _alive(uid)
+        if big is not None:
+            d_big = derive(big, byte)
+            if d_big is not EMPTY:
+                if d._incl is None:
+                    d._incl = {}
+                d._incl[d_big.uid] = True
 
 
 def class_starts(node: Node) -> int:

@@ -104,7 +104,8 @@ def parse_regex(pattern: str, *, anchored_ends_only: bool = True) -> rx.Node:
     edges and ignored; with it off, every anchor is rejected, for callers (such
     as grammar terminals) where an edge anchor cannot be honoured by ignoring it.
     """
-    return rx.alt_of(node for _, node in _compile_pattern(pattern, anchored_ends_only))
+    return rx.known_text(rx.alt_of(node for _, node in _compile_pattern(pattern,
+                                                                       anchored_ends_only)))
 
 
 def parse_regex_search(pattern: str) -> rx.Node:
@@ -114,11 +115,11 @@ def parse_regex_search(pattern: str) -> rx.Node:
     path through the pattern pins that side of the match to the string's edge.
     """
     pad = _any_star()
-    return rx.alt_of(
+    return rx.known_text(rx.alt_of(
         _cat(*(([] if start else [pad]) + [_free_edges(node, start, end)]
                + ([] if end else [pad])))
         for (start, end), node in _compile_pattern(pattern, True)
-    )
+    ))
 
 
 def _free_edges(node: rx.Node, start: bool, end: bool) -> rx.Node:
@@ -166,7 +167,7 @@ def _dot() -> rx.Node:
 
 @functools.lru_cache(maxsize=1)
 def _any_star() -> rx.Node:
-    return rx.star(utf8.any_char())
+    return rx.any_text()
 
 
 def _cat(*parts: rx.Node) -> rx.Node:
