@@ -794,3 +794,12 @@ def test_patterns_are_known_text_and_stay_so_along_their_derivatives() -> None:
         for s in (b"", b"a", "é".encode(), b"-", b"-12", b"\xff", "Ж".encode()[:1]):
             if rx.matches(d, s):
                 assert rx.matches(text, data + s)
+
+
+def test_an_inclusion_that_fails_is_not_searched_again(monkeypatch) -> None:
+    small, big = parse_regex("[a-c]*x"), parse_regex("[a-b]*x")
+    assert not rx._included(small, big) and rx._included(big, small)
+    searched = []
+    monkeypatch.setattr(rx, "_inclusion_pairs", lambda s, b: searched.append(s) or None)
+    assert not rx._included(small, big) and rx._included(big, small)
+    assert not searched  # both answers were remembered

@@ -88,7 +88,7 @@ class Node:
     _alpha_text: int | None
     _req: int | None
     _clamps: dict[int, int] | None  # limit -> the clamped node's uid
-    _incl: dict[int, bool] | None  # uid of a node known to include this one -> True
+    _incl: dict[int, bool] | None  # uid of a node -> whether it includes this one (as known)
 
     def __repr__(self) -> str:
         return f"<Node {to_pattern(self)}>"
@@ -299,9 +299,7 @@ def known_text(node: Node) -> Node:
     at once (:func:`_clamp_and`), where the pair search over a pattern of wide
     Unicode classes ran to its bound (60 ms for a letters class) and gave up."""
     if node.plain and node is not EMPTY:
-        if node._incl is None:
-            node._incl = {}
-        node._incl[any_text().uid] = True  # (the memo _included keeps)
+        _remember_inclusion(node, any_text(), True)
     return node
 
 
@@ -826,14 +824,13 @@ def _carry_inclusions(node: Node, byte: int, d: Node) -> None:
     ``byte`` too (a derivative keeps inclusion). So a pattern known to be text
     (:func:`known_text`) is still known to be at the next character boundary, and a
     length bound drops there without a search either."""
-    for uid in tuple(node._incl):  # type: ignore[union-attr]  # (checked by the caller)
+    # (the caller checked that there is a memo; False entries record failed searches)
+    for uid in [uid for uid, inside in node._incl.items() if inside]:  # type: ignore[union-attr]
         big = _alive(uid)
         if big is not None:
             d_big = derive(big, byte)
             if d_big is not EMPTY:
-                if d._incl is None:
-                    d._incl = {}
-                d._incl[d_big.uid] = True
+                _remember_inclusion(d, d_big, True)
 
 
 def class_starts(node: Node) -> int:
@@ -1010,40 +1007,57 @@ def _included(small: Node, big: Node) -> bool:
     A search over pairs of derivatives, one byte class at a time, bounded
     by :data:`MAX_INCLUSION_PAIRS`; a success is remembered for every pair
     met, so the derivatives of ``small`` met later (the next positions of a
-    text under a length bound) answer at once.
+    text under a length bound) answer at once. A failure (or a search that
+    gave up) is remembered for the pair asked: it is not searched again.
     """
-    if _includes(small, big):
-        return True
+    memo = small._incl
+    known = None if memo is None else memo.get(big.uid)
+    if known is not None:
+        return known
+    seen = _inclusion_pairs(small, big)
+    if seen is None:
+        _remember_inclusion(small, big, False)
+        return False
+    for s, b in seen.values():  # (memoized on the smaller side: the pair goes with it)
+        _remember_inclusion(s, b, True)
+    return True
+
+
+def _inclusion_pairs(small: Node, big: Node) -> dict[tuple[int, int], tuple[Node, Node]] | None:
+    """The pairs of derivatives that show ``small`` inside ``big``, or None (not inside,
+    or more than :data:`MAX_INCLUSION_PAIRS` pairs to look at)."""
     seen = {(small.uid, big.uid): (small, big)}
     todo = [(small, big)]
     while todo:
         s, b = todo.pop()
         if s.nullable and not b.nullable:
-            return False
+            return None
         for lo, _ in class_runs(class_starts(s) | class_starts(b)):
             ds = derive(s, lo)
             if ds is EMPTY:
                 continue
             db = derive(b, lo)
             if db is EMPTY:
-                return False
+                return None
             pair = (ds.uid, db.uid)
             if pair not in seen and not _includes(ds, db):
                 if len(seen) >= MAX_INCLUSION_PAIRS:
-                    return False
+                    return None
                 seen[pair] = (ds, db)
                 todo.append((ds, db))
-    for s, b in seen.values():  # (memoized on the smaller side: the pair goes with it)
-        if s._incl is None:
-            s._incl = {}
-        s._incl[b.uid] = True
-    return True
+    return seen
+
+
+def _remember_inclusion(small: Node, big: Node, inside: bool) -> None:
+    if small._incl is None:
+        small._incl = {}
+    small._incl[big.uid] = inside
 
 
 def _includes(small: Node, big: Node) -> bool:
     """Whether ``small`` is known to be inside ``big`` (see :func:`_included`)."""
     found = small._incl
-    return found is not None and big.uid in found
+    return found is not None and found.get(big.uid) is True
 
 
 def _minlen(node: Node) -> int | None:
