@@ -729,10 +729,11 @@ def _productive(productions: list[Production], start: str) -> list[Production]:
     """Keep the productions that derive a string and are reachable from ``start``."""
     # Worklist: a production waits on its distinct rule names; when the last one
     # becomes productive, so does its left side (linear, however deep the chains).
-    waiting = [len({s for s in p.rhs if isinstance(s, str)}) for p in productions]
+    names = [{s for s in p.rhs if type(s) is str} for p in productions]
+    waiting = [len(n) for n in names]
     users: dict[str, list[int]] = {}
-    for i, p in enumerate(productions):
-        for name in {s for s in p.rhs if isinstance(s, str)}:
+    for i, rule_names in enumerate(names):
+        for name in rule_names:
             users.setdefault(name, []).append(i)
     productive: set[str] = set()
     todo = [p.lhs for p, w in zip(productions, waiting, strict=True) if w == 0]
@@ -749,23 +750,18 @@ def _productive(productions: list[Production], start: str) -> list[Production]:
         e = EmptyLanguage("the grammar accepts no string at all")
         e.rule = _blame(productions, start, productive)
         raise e
-    kept = [p for p in productions
-            if p.lhs in productive and all(isinstance(s, int) or s in productive for s in p.rhs)]
-    by_lhs: dict[str, list[Production]] = {}
-    for p in kept:
-        by_lhs.setdefault(p.lhs, []).append(p)
+    kept = [(p, rule_names) for p, rule_names in zip(productions, names, strict=True)
+            if p.lhs in productive and rule_names <= productive]
+    by_lhs: dict[str, list[set[str]]] = {}
+    for p, rule_names in kept:
+        by_lhs.setdefault(p.lhs, []).append(rule_names)
     reachable = {start}
     todo = [start]
     while todo:
-        for p in by_lhs.get(todo.pop(), []):
-            for s in p.rhs:
-                if isinstance(s, str) and s not in reachable:
-                    reachable.add(s)
-                    todo.append(s)
-    seen: set[Production] = set()
-    out = []
-    for p in kept:
-        if p.lhs in reachable and p not in seen:
-            seen.add(p)
-            out.append(p)
-    return out
+        for rule_names in by_lhs.get(todo.pop(), ()):
+            for s in rule_names - reachable:
+                reachable.add(s)
+                todo.append(s)
+    # Repeats dropped, in order; keyed by (lhs, rhs) tuples, hashed without a Python call.
+    out = {(p.lhs, p.rhs): p for p, _ in kept if p.lhs in reachable}
+    return list(out.values())
