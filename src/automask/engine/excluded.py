@@ -63,7 +63,7 @@ def except_body(node: rx.Node) -> ExceptBody | None:
             first |= sum(1 << spelling[0] for spelling in code.words[word.encode()[0]])
         else:
             first |= tail_first  # the empty text: the row closes it at once
-    plain = rx.concat(rx.literal(bytes(prefix)), rx.encoded(rx.star(utf8.any_char()), code),
+    plain = rx.concat(rx.literal(bytes(prefix)), rx.encoded(rx.any_text(), code),
                       tail)
     return ExceptBody(plain, first, tail_first, bytes(prefix))
 

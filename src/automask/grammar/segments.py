@@ -44,7 +44,6 @@ from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded
 from automask.grammar.ir import MAX_PRODUCTIONS, Grammar, Production, Symbol, _productive
 from automask.regex import nodes as rx
-from automask.regex.utf8 import any_char
 
 #: the most whitespace bytes allowed between segments (``free_text=False``) and after a
 #: reasoning block: bounded, as JSON's layout bounds it, so a model cannot pad forever
@@ -206,7 +205,7 @@ class _FreeText:
     def __init__(self, words: Sequence[str]):
         anything = rx.star(rx.ANY_BYTE)
         fired = rx.alt_of(rx.literal(w.encode()) for w in words)
-        self.text = rx.star(any_char())
+        self.text = rx.any_text()
         #: text with no trigger in it: what may follow the last segment
         self.rest = rx.intersect(self.text, rx.complement(rx.concat(anything, fired, anything)))
         # some trigger ends before the last byte: text the trigger should have cut short

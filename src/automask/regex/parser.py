@@ -114,7 +114,7 @@ def parse_regex_search(pattern: str) -> rx.Node:
     Equivalent to ``[\\s\\S]*?(pattern)[\\s\\S]*?``, except that a ``^`` / ``$`` on a
     path through the pattern pins that side of the match to the string's edge.
     """
-    pad = _any_star()
+    pad = rx.any_text()
     return rx.known_text(rx.alt_of(
         _cat(*(([] if start else [pad]) + [_free_edges(node, start, end)]
                + ([] if end else [pad])))
@@ -163,11 +163,6 @@ def _ranges_node(ranges: Ranges) -> rx.Node:
 @functools.lru_cache(maxsize=1)
 def _dot() -> rx.Node:
     return _ranges_node(tuple(utf8.negate_ranges(_LINE_TERMINATORS)))
-
-
-@functools.lru_cache(maxsize=1)
-def _any_star() -> rx.Node:
-    return rx.any_text()
 
 
 def _cat(*parts: rx.Node) -> rx.Node:

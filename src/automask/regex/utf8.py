@@ -128,7 +128,7 @@ def text_except(words: Iterable[str]) -> rx.Node:
 
 @functools.lru_cache(maxsize=1024)
 def _text_except(words: tuple[str, ...]) -> rx.Node:
-    return rx.except_words(rx.star(any_char()), (w.encode("utf-8") for w in words))
+    return rx.except_words(rx.any_text(), (w.encode("utf-8") for w in words))
 
 
 def excluded_words(node: rx.Node) -> tuple[str, ...] | None:
@@ -138,6 +138,6 @@ def excluded_words(node: rx.Node) -> tuple[str, ...] | None:
     (the rest of the words), so a key being typed keeps the answer; inside a
     code point (where the base is not any text) there is none.
     """
-    if node.kind != rx.K_EXCEPT or node.a is not rx.star(any_char()):
+    if node.kind != rx.K_EXCEPT or node.a is not rx.any_text():
         return None
     return tuple(w.decode("utf-8") for w in node.words)
