@@ -15,9 +15,10 @@ import re
 from automask.budget import check_time
 from automask.grammar.ir import Choice, Expr
 from automask.schema.lowering import Conjoin, Report
+from automask.schema.normalize import shape
 from automask.schema.refs import References, changes_base
-from automask.schema.shapes import default_additional, embed, negated, opened
-from automask.schema.subschema import Subschema, escape, pattern_properties, prefix_items
+from automask.schema.shapes import ArrayPart, ObjectPart, Shape, embed, negated, written
+from automask.schema.subschema import Subschema, escape
 
 
 class Annotations:
@@ -58,24 +59,26 @@ class Annotations:
             if x.uri in out:
                 continue
             out.add(x.uri)
-            s = x.schema
-            if not isinstance(s, dict):
+            if not isinstance(x.schema, (dict, Shape)):
                 continue
-            if changes_base(s):
-                x = Subschema(x.uri, s, self.refs.rebase(x.base, s))
+            if changes_base(x.schema):
+                x = Subschema(x.uri, x.schema, self.refs.rebase(x.base, x.schema))
+            s = shape(x)
             children = []
-            if isinstance(s.get("$ref"), str):
-                children.append(self.refs.resolve(s["$ref"], x))
-            if isinstance(s.get("$dynamicRef"), str):
+            if isinstance(s.ref, str):
+                children.append(self.refs.resolve(s.ref, x))
+            if isinstance(x.schema, dict) and isinstance(x.schema.get("$dynamicRef"), str):
                 children.append(self.refs.dynamic_target(x))
             for kw in ("allOf", "anyOf", "oneOf"):
                 children += [Subschema(f"{x.uri}/{kw}/{i}", b, x.base)
-                             for i, b in enumerate(s.get(kw) or ())]
-            if "if" in s:
-                children += [Subschema(f"{x.uri}/{kw}", s[kw], x.base)
-                             for kw in ("if", "then", "else") if kw in s]
-            for kw in ("dependentSchemas", "dependencies"):
-                for k, b in (s.get(kw) or {}).items():
+                             for i, b in enumerate(s.child(kw) or ())]
+            if "if" in s.keywords:
+                children += [Subschema(f"{x.uri}/{kw}", value, x.base)
+                             for kw, value in (("if", s.if_), ("then", s.then), ("else", s.else_))
+                             if kw in s.keywords]
+            for kw, deps in (("dependentSchemas", s.dependent_schemas),
+                             ("dependencies", s.dependencies)):
+                for k, b in (deps or {}).items():
                     if isinstance(b, (dict, bool)):
                         children.append(Subschema(f"{x.uri}/{kw}/{escape(k)}", b, x.base))
             todo += [self.positions.get(c.uri, c) for c in children if c.uri in present]
@@ -86,35 +89,34 @@ class Annotations:
         it as additionalProperties/items past what its in-place subschemas evaluate."""
         out = []
         for m in members:
-            u = m.schema.get(kw)
-            if kw not in m.schema or u is True:
+            s = shape(m)
+            u = s.unevaluated_properties if kw == "unevaluatedProperties" else s.unevaluated_items
+            if kw not in s.keywords or u is True:
                 continue
             reach = self.annotators(m, members)
             mine = position(m.uri)
-            helpers = [x for x in members if position(x.uri) in reach]
+            helpers = [(x, shape(x)) for x in members if position(x.uri) in reach]
             u_ref = embed(Subschema(f"{m.uri}/{kw}", u, m.base))
             if kw == "unevaluatedProperties":
-                if any("additionalProperties" in x.schema or not default_additional(
-                        x.schema, self.strict) or (kw in x.schema and position(x.uri) != mine)
-                        for x in helpers):
-                    continue  # every property is evaluated
-                names = {k: True for x in helpers for k in x.schema.get("properties") or {}}
-                patterns = {p: True for x in helpers
-                            for p in pattern_properties(x)}
-                schema: dict = {"properties": names, "patternProperties": patterns,
-                                "additionalProperties": u_ref}
+                if any(x.object.has_additional or x.object.extra(self.strict) is False or (
+                        kw in x.keywords and position(h.uri) != mine) for h, x in helpers):
+                    continue  # every property is evaluated (additionalProperties says)
+                names = {k: True for _, x in helpers for k in x.object.properties}
+                patterns = {p: True for _, x in helpers for p in x.object.pattern_properties}
+                schema = written(object=ObjectPart(
+                    properties=names, pattern_properties=patterns, has_additional=True,
+                    additional=u_ref))
             else:
-                if any(("items" in x.schema and not isinstance(x.schema["items"], list))
-                       or "additionalItems" in x.schema and isinstance(x.schema.get("items"),
-                                                                        list)
-                       or (kw in x.schema and position(x.uri) != mine) for x in helpers):
+                if any(x.array.has_rest  # items past the prefix, or additionalItems
+                       or (kw in x.keywords and position(h.uri) != mine) for h, x in helpers):
                     continue  # every item is evaluated
-                prefix = max((len(prefix_items(x.schema)) for x in helpers), default=0)
-                contains = [embed(Subschema(f"{x.uri}/contains", x.schema["contains"], x.base))
-                            for x in helpers if "contains" in x.schema]
-                rest: dict = {"anyOf": contains + [u_ref]} if contains else u_ref
-                schema = {"prefixItems": [True] * prefix, "items": rest}
-            out.append(Subschema(f"{m.uri}/~{kw}", opened(schema), m.base))
+                prefix = max((len(x.array.prefix) for _, x in helpers), default=0)
+                contains = tuple(embed(Subschema(f"{h.uri}/contains", x.array.contains, h.base))
+                                 for h, x in helpers if x.array.has_contains)
+                rest = written(any_of=(*contains, u_ref)) if contains else u_ref
+                schema = written(array=ArrayPart(prefix=(True,) * prefix, has_rest=True,
+                                                 rest=rest))
+            out.append(Subschema(f"{m.uri}/~{kw}", schema, m.base))
         return out
 
 
@@ -136,8 +138,9 @@ def mentions_unevaluated(schema) -> bool:
 
 
 def pending(m: Subschema) -> bool:
-    return any(k in m.schema and m.schema[k] is not True
-               for k in ("unevaluatedProperties", "unevaluatedItems"))
+    s = shape(m)
+    return ("unevaluatedProperties" in s.keywords and s.unevaluated_properties is not True) or (
+        "unevaluatedItems" in s.keywords and s.unevaluated_items is not True)
 
 
 REST_SUFFIX = re.compile(r"(/~|/~anyOf|/~oneOf|/~not)+$")

@@ -11,16 +11,10 @@ from automask.regex import nodes as rx
 from automask.schema.annotations import Annotations
 from automask.schema.json_text import repeat_with_sep, separated
 from automask.schema.lowering import Conjoin, Report
+from automask.schema.normalize import shape, types_of
 from automask.schema.shapes import negated
-from automask.schema.subschema import (
-    TYPES,
-    Subschema,
-    json_key,
-    json_type,
-    types_of,
-)
+from automask.schema.subschema import Subschema, json_key, json_type
 from automask.schema.values import enumerated
-from automask.schema.views import array_view
 
 
 class Arrays:
@@ -38,7 +32,7 @@ class Arrays:
         js = self.json
         min_i, max_i = 0, None
         prefix_len = 0
-        views = [(m, array_view(m)) for m in members]
+        views = [(m, shape(m).array) for m in members]
         for _m, view in views:
             if view.min_items is not None:
                 min_i = max(min_i, view.min_items)
@@ -138,7 +132,7 @@ class Arrays:
                 expanded = self.conj.expand(subs)
                 cands = [] if expanded is None else enumerated(expanded)
                 if cands is None:
-                    types = types_of([x.schema for x in expanded or ()], set(TYPES))
+                    types = types_of(expanded or [])
                     if not types <= {"null", "boolean"}:
                         raise _Infinite
                     cands = [v for v in (None, True, False) if json_type(v) in types]
@@ -201,7 +195,7 @@ class Arrays:
             counts = counts[:3]  # lenient: the others are ignored
         js = self.json
         sep = js.item_sep()
-        hits = [Subschema(m.uri + "/contains", array_view(m).contains, m.base)
+        hits = [Subschema(m.uri + "/contains", shape(m).array.contains, m.base)
                 for m, _, _ in counts]
         steady = max(prefix_len, min_i)
         memo: dict[tuple, Expr] = {}
@@ -267,7 +261,7 @@ class Arrays:
         if hi is not None and hi < lo:
             return Terminal(rx.EMPTY)
         sep = js.item_sep()
-        hit_m = Subschema(m.uri + "/contains", array_view(m).contains, m.base)
+        hit_m = Subschema(m.uri + "/contains", shape(m).array.contains, m.base)
         steady = max(prefix_len, min_i)  # from here on positions are alike (no maxItems)
         memo: dict[tuple[int, int, bool], Expr] = {}
         budget = 4096

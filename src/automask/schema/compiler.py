@@ -12,7 +12,9 @@ holds, so recursive ``$ref``s become recursive rules with no depth limit.
 The compile normalizes, then lowers: the whole document is checked (JSON, keyword
 values) and its ``$id``s and anchors indexed up front; each position is interned the
 first time a conjunction meets it, with its references and ``allOf`` resolved and its
-keywords read into typed views once (see ``docs/architecture.md``).
+schema object read into a typed :class:`~automask.schema.shapes.Shape` once; the
+lowering reads shapes, and the schemas the compiler writes itself (complements,
+rewrites) are shapes built typed (see ``docs/architecture.md``).
 
 Nothing is ignored silently: a keyword with a validation meaning that is not
 enforced raises :class:`UnsupportedFeature` naming it and its JSON pointer
@@ -30,9 +32,9 @@ distribution of combinators), one module per keyword family
 :mod:`~automask.schema.complement` (``not``, the failing side of ``if`` and
 ``oneOf``), :mod:`~automask.schema.annotations` (unevaluated*),
 :mod:`~automask.schema.keywords` (well-formed values),
-:mod:`~automask.schema.views` (typed views of a position's keywords, family by family),
-:mod:`~automask.schema.shapes` (the schemas the compiler writes, with their typed
-requirements), :mod:`~automask.schema.lowering` (options, the reporter, the interface
+:mod:`~automask.schema.shapes` (the typed form of a schema object, and the shapes the
+compiler writes), :mod:`~automask.schema.normalize` (the user's schema objects read into
+shapes), :mod:`~automask.schema.lowering` (options, the reporter, the interface
 the families lower through), and :mod:`~automask.schema.subschema` (positions and shared
 helpers).
 """

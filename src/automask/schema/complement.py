@@ -10,15 +10,15 @@ together (``minimum`` with a draft-04 ``exclusiveMinimum``, ``prefixItems``
 with ``items``, ``contains`` with its counts, ``if`` with ``then``/``else``)
 are complemented as groups.
 
-The result is a list of *branches*, each one schema (a dict the compiler
-compiles like any other; where no JSON Schema keyword says it, a
-:class:`~automask.schema.shapes.Written` schema with a typed requirement:
-an embedded subschema at its own position, string keywords that must *not* all
-hold (:class:`~automask.schema.shapes.NotString`), a number the value is not a
-multiple of (:class:`~automask.schema.shapes.NotMultipleOf`), or names, patterns
-and admitted names (a subschema) of which an object has some key outside
+The result is a list of *branches*, each a :class:`~automask.schema.shapes.Shape`
+the compiler compiles like any other, read off the typed shape of the operand. Where no
+JSON Schema keyword says what a branch requires, its shape says it in a typed field:
+an embedded subschema at its own position, string keywords that must *not* all hold
+(:attr:`~automask.schema.shapes.StringPart.not_string`), a number the value is not a
+multiple of (:attr:`~automask.schema.shapes.NumberPart.not_multiple_of`), or names,
+patterns and admitted names of which an object has some key outside
 (:class:`~automask.schema.shapes.KeyOutside`: the complements of
-``additionalProperties: false`` and of ``propertyNames``)).
+``additionalProperties: false`` and of ``propertyNames``).
 A keyword whose complement is not expressible raises :class:`Inexpressible`
 with the keyword: a complement that admits more than it should accepts invalid
 values. One admits less: ``NotMultipleOf`` leaves out texts with an exponent
@@ -32,31 +32,30 @@ them first and unions the complements of every member of the expansion.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from automask.schema.lowering import Conjoin, Report
+from automask.schema.normalize import shape
 from automask.schema.shapes import (
+    ArrayPart,
     KeyOutside,
-    NotMultipleOf,
-    NotString,
+    NumberPart,
+    ObjectPart,
     Shape,
-    Written,
+    StringPart,
     embed,
-    keyword_names,
-    opened,
-    shape_of,
-    unembedded,
-    with_keywords,
+    trivial,
+    written,
 )
-from automask.schema.subschema import ANNOTATIONS, Subschema, escape
+from automask.schema.subschema import Subschema, escape
 
-STRING_KEYWORDS = ("minLength", "maxLength", "pattern")
-NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # Keywords that expansion follows (their complement is that of what they bring in).
-# (An embedded subschema, a written schema's, is followed too: see ``without``.)
+# (An embedded subschema, a written shape's, is followed too: see ``without``.)
 EXPANDED = ("$ref", "$dynamicRef", "allOf", "if", "then", "else", "dependentRequired",
             "dependentSchemas", "dependencies")
 
-Sub = Callable[..., Written]
+Sub = Callable[..., Shape]
 """``sub("properties", "a")``: the subschema at that path, embedded in place."""
 
 
@@ -69,45 +68,82 @@ def negation(conj: Conjoin, report: Report, operand: Subschema) -> list[list[Sub
     for x in members:
         conj.check_keywords(x)
 
-        def sub(*path, x=x) -> Written:
+        def sub(*path, x=x) -> Shape:
             node = x.schema
             for p in path:
-                node = node[p]
+                node = node.child(p) if type(node) is Shape else node[p]
             return embed(Subschema(x.uri + "".join(f"/{escape(str(p))}" for p in path),
                                    node, x.base))
 
         schema = without(x.schema)
         while True:
             try:
-                branches = complement(schema, sub)
+                branches = complement(shape(Subschema(x.uri, schema, x.base)), sub)
                 break
             except Inexpressible as e:
                 # lenient: drop the keyword from the operand (a smaller complement)
                 report.unsupported(f"'not' of {e.keyword}", x, e.keyword)
-                schema = with_keywords(schema, {k: v for k, v in schema.items()
-                                                if k != e.keyword})
+                schema = without(schema, e.keyword)
         for k, b in enumerate(branches):
             if b is True:
                 out.append([])
             else:
-                out.append([Subschema(f"{x.uri}/~neg{k}", opened(b), x.base)])
+                out.append([Subschema(f"{x.uri}/~neg{k}", b, x.base)])
     return out
 
 
-def without(schema: dict, kw: str | None = None) -> dict:
+def without(schema: Any, kw: str | None = None) -> Any:
     """``schema`` less ``kw`` and the keywords that expansion has followed (``$ref``,
     ``allOf``, an embedded subschema, and the conditionals it rewrote into members of
-    their own)."""
-    return unembedded(schema, {k: v for k, v in schema.items()
-                               if k != kw and k not in EXPANDED})
+    their own): a document object stays one (its keywords are the user's), a shape
+    stays a shape."""
+    if type(schema) is Shape:
+        return _shape_without(schema, kw)
+    return {k: v for k, v in schema.items() if k != kw and k not in EXPANDED}
 
 
 def expanded(m: Subschema) -> Subschema:
     """``m`` without the keywords that :meth:`expand` has already followed."""
-    if not any(k in m.schema for k in EXPANDED) and shape_of(m.schema).embedded is None:
+    s = m.schema
+    if type(s) is Shape:
+        if s.embedded is None and s.all_of is None:
+            return m
+    elif not any(k in s for k in EXPANDED):
         return m
-    return Subschema(m.uri + "/~", without(m.schema), m.base)
+    return Subschema(m.uri + "/~", without(s), m.base)
 
+
+# What dropping a keyword of a part resets (lenient complements of written shapes).
+_PART_RESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "format": ("string", {"has_format": False, "format": None}),
+    "patternProperties": ("object", {"pattern_properties": {}}),
+    "additionalProperties": ("object", {"has_additional": False, "additional": None}),
+    "contains": ("array", {"has_contains": False, "contains": None, "min_contains": 1,
+                           "max_contains": None}),
+    "uniqueItems": ("array", {"unique": False}),
+    "items": ("array", {"has_rest": False, "rest": None}),
+    "additionalItems": ("array", {"has_rest": False, "rest": None}),
+}
+
+
+def _shape_without(s: Shape, kw: str | None) -> Shape:
+    parts: dict[str, Any] = {"string": replace(s.string, excluded=None),
+                             "number": replace(s.number, integer=False),
+                             "object": s.object, "array": s.array}
+    if kw in _PART_RESETS:
+        part, reset = _PART_RESETS[kw]
+        parts[part] = replace(parts[part], **reset)
+    values = s.values
+    if kw == "enum":
+        values = values[:1] if "const" in s.keywords else ()
+    elif kw == "const" and "const" in s.keywords:
+        values = values[1:]
+    has_not = "not" in s.keywords and kw != "not"
+    return written(type=None if kw == "type" else s.type, values=values,
+                   enum="enum" in s.keywords and kw != "enum",
+                   any_of=None if kw == "anyOf" else s.any_of,
+                   one_of=None if kw == "oneOf" else s.one_of,
+                   not_=s.not_ if has_not else None, has_not=has_not, **parts)
 
 
 class Inexpressible(Exception):
@@ -118,197 +154,132 @@ class Inexpressible(Exception):
         self.keyword = keyword
 
 
-def complement(schema, sub: Sub) -> list[dict | bool]:
-    """The branches whose union is every JSON value that ``schema`` rejects."""
-    if schema is True:
-        return []
-    if schema is False:
-        return [True]
-    s = schema
-    out: list[dict | bool] = []
-    if "type" in s:
-        out.append({"not": {"type": s["type"]}})
+def complement(s: Shape, sub: Sub) -> list[Shape | bool]:
+    """The branches whose union is every JSON value that ``s`` rejects."""
+    out: list[Shape | bool] = []
+    if "type" in s.keywords:
+        out.append(written(not_=written(type=s.type)))
     for kw in ("enum", "const"):
-        if kw not in s:
+        if kw not in s.keywords:
             continue
-        values = s[kw] if kw == "enum" and isinstance(s[kw], list) else [s[kw]]
+        values = s.values[-1] if kw == "enum" else s.values[0]
         if any(isinstance(v, (dict, list)) for v in values):
             raise Inexpressible(kw)  # only scalar values are excluded exactly
-        out.append({"not": {kw: s[kw]}})
+        out.append(written(not_=written(values=(values,), enum=kw == "enum")))
     out += _strings(s)
-    out += _numbers(s)
+    out += _numbers(s.number)
     out += _objects(s, sub)
-    out += _arrays(s, sub)
+    out += _arrays(s.array, sub)
     out += _combinators(s, sub)
-    for kw in ("unevaluatedProperties", "unevaluatedItems", "$recursiveRef"):
-        if kw in s and s[kw] is not True:
+    for kw, value in (("unevaluatedProperties", s.unevaluated_properties),
+                      ("unevaluatedItems", s.unevaluated_items), ("$recursiveRef", None)):
+        if kw in s.keywords and value is not True:
             raise Inexpressible(kw)
     return out
 
 
-def _strings(s: dict) -> list[dict]:
-    if "format" in s:
+def _strings(s: Shape) -> list[Shape]:
+    if "format" in s.keywords:
         # Format nodes are sound, not complete (some valid spellings are left out),
         # so their complement would accept valid strings.
         raise Inexpressible("format")
-    not_string = shape_of(s).not_string
-    if not_string is not None:
-        return [{"type": "string", **not_string.keywords}]
-    kws = {k: s[k] for k in STRING_KEYWORDS if k in s}
-    if not kws or kws == {"minLength": 0}:
+    part = s.string
+    if part.not_string is not None:
+        return [written(type="string", string=part.not_string.string)]
+    lo, hi, pattern = part.min_length, part.max_length, part.pattern
+    if pattern is None and hi is None and lo in (None, 0):  # no keyword, or minLength 0
         return []
-    return [Written({"type": "string"}, shape=Shape(not_string=NotString(kws)))]
+    return [written(type="string", string=StringPart(not_string=written(
+        string=StringPart(lo, hi, pattern))))]
 
 
-def _numbers(s: dict) -> list[dict]:
-    out: list[dict] = []
-    if _num(s.get("multipleOf")):
-        out.append(Written({"type": "number"},
-                           shape=Shape(not_multiple_of=NotMultipleOf(s["multipleOf"]))))
-    not_multiple_of = shape_of(s).not_multiple_of
-    if not_multiple_of is not None:
-        out.append({"type": "number", "multipleOf": not_multiple_of.divisor})
-    lows, highs = [], []
-    if s.get("exclusiveMinimum") is True and _num(s.get("minimum")):  # draft-04
-        lows.append((s["minimum"], True))
-    else:
-        if _num(s.get("minimum")):
-            lows.append((s["minimum"], False))
-        if _num(s.get("exclusiveMinimum")):
-            lows.append((s["exclusiveMinimum"], True))
-    if s.get("exclusiveMaximum") is True and _num(s.get("maximum")):
-        highs.append((s["maximum"], True))
-    else:
-        if _num(s.get("maximum")):
-            highs.append((s["maximum"], False))
-        if _num(s.get("exclusiveMaximum")):
-            highs.append((s["exclusiveMaximum"], True))
-    for v, strict in lows:  # below the lower bound
-        out.append({"type": "number", ("maximum" if strict else "exclusiveMaximum"): v})
-    for v, strict in highs:
-        out.append({"type": "number", ("minimum" if strict else "exclusiveMinimum"): v})
+def _numbers(n: NumberPart) -> list[Shape]:
+    out: list[Shape] = []
+    if n.multiple_of is not None:
+        out.append(written(type="number", number=NumberPart(not_multiple_of=n.multiple_of)))
+    if n.not_multiple_of is not None:
+        out.append(written(type="number", number=NumberPart(multiple_of=n.not_multiple_of)))
+    for v, strict in n.lower:  # below the lower bound
+        out.append(written(type="number", number=NumberPart(upper=((v, not strict),))))
+    for v, strict in n.upper:
+        out.append(written(type="number", number=NumberPart(lower=((v, not strict),))))
     return out
 
 
-def _objects(s: dict, sub: Sub) -> list[dict]:
-    out: list[dict] = []
-    for k in _list(s.get("required")):
-        out.append({"type": "object", "properties": {k: False}})
-    props = s.get("properties")
-    if isinstance(props, dict):
-        for k, v in props.items():
-            if _trivial(v):
-                continue
-            out.append({"type": "object", "required": [k],
-                        "properties": {k: {"not": sub("properties", k)}}})
-    pattern = s.get("patternProperties")
-    if isinstance(pattern, dict) and any(not _trivial(v) for v in pattern.values()):
+def _objects(s: Shape, sub: Sub) -> list[Shape]:
+    o = s.object
+    out: list[Shape] = []
+    for k in o.required if "required" in s.keywords else ():
+        out.append(written(type="object", object=ObjectPart(properties={k: False})))
+    for k, v in o.properties.items():
+        if not trivial(v):
+            out.append(written(type="object", object=ObjectPart(
+                required=(k,), properties={k: written(not_=sub("properties", k))})))
+    if any(not trivial(v) for v in o.pattern_properties.values()):
         raise Inexpressible("patternProperties")
-    if "additionalProperties" in s and not _trivial(s["additionalProperties"]):
-        if s["additionalProperties"] is not False:
+    if o.has_additional and not trivial(o.additional):
+        if o.additional is not False:
             raise Inexpressible("additionalProperties")
         # Some key that neither a property nor a pattern names (the patterns' values
         # are trivial here, or the line above raised).
-        out.append(Written({"type": "object"}, shape=Shape(key_outside=KeyOutside(
-            names=tuple(props) if isinstance(props, dict) else (),
-            patterns=tuple(pattern) if isinstance(pattern, dict) else ()))))
-    if "propertyNames" in s and not _trivial(s["propertyNames"]):
+        out.append(written(type="object", object=ObjectPart(key_outside=KeyOutside(
+            names=tuple(o.properties), patterns=tuple(o.pattern_properties)))))
+    if o.has_property_names and not trivial(o.property_names):
         # Some key the names schema rejects (the compiler raises where that schema holds
         # more than string keywords, or a format: not exact to complement).
-        out.append(Written({"type": "object"}, shape=Shape(key_outside=KeyOutside(
+        out.append(written(type="object", object=ObjectPart(key_outside=KeyOutside(
             admitted=sub("propertyNames")))))
-    least, most = _count(s.get("minProperties")), _count(s.get("maxProperties"))
-    if least:
-        out.append({"type": "object", "maxProperties": least - 1})
-    if most is not None:
-        out.append({"type": "object", "minProperties": most + 1})
-    for kw in ("dependentRequired", "dependencies"):
-        deps = s.get(kw)
-        if not isinstance(deps, dict):
-            continue
-        for k, v in deps.items():
-            if isinstance(v, list):
-                out += [{"type": "object", "required": [k], "properties": {r: False}}
-                        for r in v]
-            elif not _trivial(v):
-                out.append({"type": "object", "required": [k], "not": sub(kw, k)})
-    deps = s.get("dependentSchemas")
-    if isinstance(deps, dict):
-        for k, v in deps.items():
-            if not _trivial(v):
-                out.append({"type": "object", "required": [k],
-                            "not": sub("dependentSchemas", k)})
+    if o.min_properties:
+        out.append(written(type="object",
+                           object=ObjectPart(max_properties=o.min_properties - 1)))
+    if o.max_properties is not None:
+        out.append(written(type="object",
+                           object=ObjectPart(min_properties=o.max_properties + 1)))
     return out
 
 
-def _arrays(s: dict, sub: Sub) -> list[dict]:
-    out: list[dict] = []
-    least, most = _count(s.get("minItems")), _count(s.get("maxItems"))
-    if least:
-        out.append({"type": "array", "maxItems": least - 1})
-    if most is not None:
-        out.append({"type": "array", "minItems": most + 1})
-    if isinstance(s.get("prefixItems"), list):
-        prefix, kw, rest_kw = s["prefixItems"], "prefixItems", "items"
-    elif isinstance(s.get("items"), list):
-        prefix, kw, rest_kw = s["items"], "items", "additionalItems"
-    else:
-        prefix, kw, rest_kw = [], "", "items"
-    for i, v in enumerate(prefix):
-        if not _trivial(v):
-            out.append({"type": "array", "minItems": i + 1,
-                        "prefixItems": [True] * i + [{"not": sub(kw, i)}]})
-    rest = s.get(rest_kw)
-    if rest_kw in s and not _trivial(rest):
-        if prefix:
-            raise Inexpressible(rest_kw)
-        out.append({"type": "array", "contains": {"not": sub(rest_kw)}})
-    if "contains" in s:
-        lo = _count(s.get("minContains", 1))
-        hi = _count(s["maxContains"]) if "maxContains" in s else None
-        if lo is None or ("maxContains" in s and hi is None):
-            raise Inexpressible("contains")
+def _arrays(a: ArrayPart, sub: Sub) -> list[Shape]:
+    out: list[Shape] = []
+    if a.min_items:
+        out.append(written(type="array", array=ArrayPart(max_items=a.min_items - 1)))
+    if a.max_items is not None:
+        out.append(written(type="array", array=ArrayPart(min_items=a.max_items + 1)))
+    for i, v in enumerate(a.prefix):
+        if not trivial(v):
+            out.append(written(type="array", array=ArrayPart(
+                min_items=i + 1, prefix=(True,) * i + (written(not_=sub(a.prefix_keyword, i)),))))
+    if a.has_rest and not trivial(a.rest):
+        if a.prefix:
+            raise Inexpressible(a.rest_keyword)
+        out.append(written(type="array", array=ArrayPart(
+            has_contains=True, contains=written(not_=sub(a.rest_keyword)))))
+    if a.has_contains:
+        lo, hi = a.min_contains, a.max_contains
         if lo == 1:
-            out.append({"type": "array", "items": {"not": sub("contains")}})
+            out.append(written(type="array", array=ArrayPart(
+                has_rest=True, rest=written(not_=sub("contains")))))
         elif lo > 1:
-            out.append({"type": "array", "contains": sub("contains"), "minContains": 0,
-                        "maxContains": lo - 1})
+            out.append(written(type="array", array=ArrayPart(
+                has_contains=True, contains=sub("contains"), min_contains=0,
+                max_contains=lo - 1)))
         if hi is not None:
-            out.append({"type": "array", "contains": sub("contains"),
-                        "minContains": hi + 1})
-    if s.get("uniqueItems") is True:
+            out.append(written(type="array", array=ArrayPart(
+                has_contains=True, contains=sub("contains"), min_contains=hi + 1)))
+    if a.unique:
         raise Inexpressible("uniqueItems")
     return out
 
 
-def _combinators(s: dict, sub: Sub) -> list[dict | bool]:
-    out: list[dict | bool] = []
-    if isinstance(s.get("anyOf"), list):
-        out.append({"allOf": [{"not": sub("anyOf", i)} for i in range(len(s["anyOf"]))]})
-    if isinstance(s.get("oneOf"), list):
-        n = len(s["oneOf"])
-        out.append({"allOf": [{"not": sub("oneOf", i)} for i in range(n)]})
-        out += [{"allOf": [sub("oneOf", i), sub("oneOf", j)]}
+def _combinators(s: Shape, sub: Sub) -> list[Shape | bool]:
+    out: list[Shape | bool] = []
+    if isinstance(s.any_of, (list, tuple)):
+        out.append(written(all_of=tuple(written(not_=sub("anyOf", i))
+                                        for i in range(len(s.any_of)))))
+    if isinstance(s.one_of, (list, tuple)):
+        n = len(s.one_of)
+        out.append(written(all_of=tuple(written(not_=sub("oneOf", i)) for i in range(n))))
+        out += [written(all_of=(sub("oneOf", i), sub("oneOf", j)))
                 for i in range(n) for j in range(i + 1, n)]
-    if "not" in s:
+    if "not" in s.keywords:
         out.append(sub("not"))
     return out
-
-
-def _trivial(v) -> bool:
-    """Whether a subschema accepts everything (``true`` or only annotations)."""
-    return v is True or (isinstance(v, dict) and not keyword_names(v) - ANNOTATIONS)
-
-
-def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _count(v) -> int | None:
-    if _num(v) and v >= 0 and float(v).is_integer():
-        return int(v)
-    return None
-
-
-def _list(v) -> list:
-    return v if isinstance(v, list) else []

@@ -9,6 +9,7 @@ from automask.budget import check_time
 from automask.regex import nodes as rx
 from automask.schema.json_text import ANY_TEXT
 from automask.schema.lowering import Conjoin, Report
+from automask.schema.normalize import decimal_of, shape
 from automask.schema.number_keywords import NumberKeywords, is_multiple
 from automask.schema.objects import Objects
 from automask.schema.strings import Strings
@@ -19,13 +20,6 @@ from automask.schema.subschema import (
     json_type,
 )
 from automask.schema.values import enumerated
-from automask.schema.views import (
-    array_view,
-    combinator_view,
-    decimal_of,
-    number_view,
-    object_view,
-)
 
 
 class ConcreteValues:
@@ -47,7 +41,7 @@ class ConcreteValues:
         """Whether an enumerated value meets the other keywords of the conjunction."""
         check_time()
         for m in members:
-            gone = combinator_view(m).not_excluded_keys
+            gone = shape(m).not_excluded_keys
             if gone and json_key(value) in gone:
                 return False
             if isinstance(value, str):
@@ -67,9 +61,8 @@ class ConcreteValues:
                     return False
                 if mult is not None and not is_multiple(v, mult):
                     return False
-                view = number_view(m)
-                if view.not_multiple_of is not None and is_multiple(
-                        v, decimal_of(view.not_multiple_of)):
+                view = shape(m).number
+                if view.not_multiple_of is not None and is_multiple(v, view.not_multiple_of):
                     return False
                 if view.integer and v != v.to_integral_value():
                     return False
@@ -98,7 +91,7 @@ class ConcreteValues:
         if values is not None and json_key(value) not in {json_key(v) for v in values}:
             return False
         for m in members:
-            view = combinator_view(m)
+            view = shape(m)
             for kw in ("anyOf", "oneOf"):
                 branches = view.branches(kw)
                 if branches is not None:  # an array (check_keywords)
@@ -106,28 +99,28 @@ class ConcreteValues:
                              for i, b in enumerate(branches)]
                     if holds.count(True) != 1 if kw == "oneOf" else not any(holds):
                         return False
-            if view.has_not and self.value_in(
-                    value, [Subschema(m.uri + "/not", view.not_schema, m.base)]):
+            if "not" in view.keywords and self.value_in(
+                    value, [Subschema(m.uri + "/not", view.not_, m.base)]):
                 return False
         return self.value_ok(value, members)
 
     def object_value_ok(self, value: dict, m: Subschema) -> bool:
         """The object keywords of ``m`` on a concrete object."""
-        s = m.schema
-        view = object_view(m, self.strict)
+        s = shape(m)
+        view = s.object
         if any(r not in value for r in view.required):
             return False
         if len(value) < (view.min_properties or 0) or (
                 view.max_properties is not None and len(value) > view.max_properties):
             return False
-        if s.get("unevaluatedProperties", True) is not True:
+        if "unevaluatedProperties" in s.keywords and s.unevaluated_properties is not True:
             self.report.unsupported("unevaluatedProperties on enumerated values", m,
                                     "unevaluatedProperties")
         props = view.properties
         patterns = [(self.objects.key_pattern(pat, m), Subschema(
             f"{m.uri}/patternProperties/{escape(pat)}", sub, m.base))
             for pat, sub in view.pattern_properties.items()]
-        extra = view.additional
+        extra = view.extra(self.strict)
         for k, x in value.items():
             at = [sub for node, sub in patterns if rx.matches(node, k.encode("utf-8"))]
             if k in props:
@@ -147,14 +140,14 @@ class ConcreteValues:
 
     def array_value_ok(self, value: list, m: Subschema) -> bool:
         """The array keywords of ``m`` on a concrete array."""
-        s = m.schema
-        view = array_view(m)
+        s = shape(m)
+        view = s.array
         if len(value) < (view.min_items or 0) or (
                 view.max_items is not None and len(value) > view.max_items):
             return False
         if view.unique and len({json_key(x) for x in value}) < len(value):
             return False
-        if s.get("unevaluatedItems", True) is not True:
+        if "unevaluatedItems" in s.keywords and s.unevaluated_items is not True:
             self.report.unsupported("unevaluatedItems on enumerated values", m, "unevaluatedItems")
         for i, x in enumerate(value):
             if i < len(view.prefix):

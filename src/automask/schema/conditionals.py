@@ -6,31 +6,35 @@ builder distributes like any ``anyOf``.
 from __future__ import annotations
 
 from automask.errors import GrammarError
-from automask.schema.shapes import Written, embed, opened
+from automask.schema.normalize import shape
+from automask.schema.shapes import ObjectPart, Shape, embed, written
 from automask.schema.subschema import Subschema, escape, pointer
+
+CONDITIONALS = frozenset({"if", "dependentRequired", "dependentSchemas", "dependencies"})
 
 
 def conditionals(m: Subschema, tracks: bool) -> list[Subschema]:
     """Members equivalent to ``if``/``then``/``else`` and the dependency keywords of
     ``m``: unions of disjoint cases (the ``if`` holds or fails; the key is absent or
     present), which ``conj`` distributes like any ``anyOf``."""
-    s = m.schema
+    s = shape(m)
+    if not s.keywords & CONDITIONALS:
+        return []
     out: list[Subschema] = []
 
-    def ref(*path) -> Written:
-        node = s
-        for p in path:
-            node = node[p]
-        return embed(Subschema(m.uri + "".join(f"/{escape(str(p))}" for p in path),
-                               node, m.base))
+    def ref(kw: str, value, *key: str) -> Shape:
+        return embed(Subschema(m.uri + "".join(f"/{escape(p)}" for p in (kw, *key)), value,
+                               m.base))
 
-    if "if" in s and ("then" in s or "else" in s or tracks):
-        yes = [ref("if")] + ([ref("then")] if "then" in s else [])
-        no = [{"not": ref("if")}] + ([ref("else")] if "else" in s else [])
-        out.append(Subschema(m.uri + "/~if", opened({"anyOf": [{"allOf": yes},
-                                                               {"allOf": no}]}), m.base))
-    for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
-        deps = s.get(kw)
+    if "if" in s.keywords and ("then" in s.keywords or "else" in s.keywords or tracks):
+        yes = (ref("if", s.if_),) + ((ref("then", s.then),) if "then" in s.keywords else ())
+        no = (written(not_=ref("if", s.if_)),) + (
+            (ref("else", s.else_),) if "else" in s.keywords else ())
+        out.append(Subschema(m.uri + "/~if", written(any_of=(written(all_of=yes),
+                                                             written(all_of=no))), m.base))
+    for kw, deps in (("dependentRequired", s.dependent_required),
+                     ("dependentSchemas", s.dependent_schemas),
+                     ("dependencies", s.dependencies)):
         if deps is None:
             continue
         if not isinstance(deps, dict):
@@ -43,15 +47,16 @@ def conditionals(m: Subschema, tracks: bool) -> list[Subschema]:
                 if not v:
                     continue
                 # Generated order: the dependents, then the key that needs them.
-                then: dict = {"type": "object", "required": [*v, k]}
+                then = written(type="object", object=ObjectPart(required=(*v, k)))
             elif kw == "dependentRequired":
                 raise GrammarError("dependentRequired values are arrays of names", where)
             elif v is True:
                 continue
             elif isinstance(v, (dict, bool)):
-                then = {"allOf": [{"type": "object", "required": [k]}, ref(kw, k)]}
+                then = written(all_of=(written(type="object", object=ObjectPart(
+                    required=(k,))), ref(kw, v, k)))
             else:
                 raise GrammarError(f"{kw} values are schemas", where)
-            union = {"anyOf": [{"properties": {k: False}}, then]}
-            out.append(Subschema(f"{m.uri}/~{kw}/{escape(k)}", opened(union), m.base))
+            union = written(any_of=(written(object=ObjectPart(properties={k: False})), then))
+            out.append(Subschema(f"{m.uri}/~{kw}/{escape(k)}", union, m.base))
     return out

@@ -26,11 +26,12 @@ from automask.schema.conditionals import conditionals
 from automask.schema.json_text import JsonPieces, literal_node
 from automask.schema.keywords import check_values
 from automask.schema.lowering import Options, Report
+from automask.schema.normalize import negated_types_of, shape, types_of
 from automask.schema.number_keywords import NumberKeywords
 from automask.schema.objects import Objects
 from automask.schema.one_of import OneOf
 from automask.schema.refs import References, changes_base, scope_of
-from automask.schema.shapes import keyword_names, negated, shape_of
+from automask.schema.shapes import Shape, keywords_of, negated
 from automask.schema.strings import Strings
 from automask.schema.subschema import (
     ANNOTATIONS,
@@ -39,10 +40,8 @@ from automask.schema.subschema import (
     is_number,
     json_type,
     pointer,
-    type_set,
 )
 from automask.schema.values import enumerated
-from automask.schema.views import combinator_view, declared_types, kept
 
 HANDLED = frozenset({
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
@@ -64,9 +63,10 @@ DESCRIPTIVE = frozenset({"$ref"}) | ANNOTATIONS - {
     "contentSchema"}
 
 
-def only_a_reference(schema) -> bool:
-    """Whether ``schema`` is a plain ``{"$ref": …}``, annotations aside."""
-    return type(schema) is dict and "$ref" in schema and schema.keys() <= DESCRIPTIVE
+def only_a_reference(m: Subschema) -> bool:
+    """Whether ``m`` is a plain ``{"$ref": …}``, annotations aside."""
+    keywords = shape(m).keywords
+    return "$ref" in keywords and keywords <= DESCRIPTIVE
 
 
 ALL_TYPES = frozenset(TYPES)
@@ -114,13 +114,13 @@ class Conjunctions:
         self.root_base = root_base
         self.positions: dict[str, Subschema] = {}  # uri -> the subschema as the schema has it
         # Every member of the user's document met in a conjunction, one object per (uri,
-        # schema object, base): what is read of a position (its views, its expansion, its
+        # schema object, base): what is read of a position (its shape, its expansion, its
         # checks) is then made once however many conjunctions hold it. (The key holds the
         # schema's id, and the value the schema: no id is reused while the compile runs.)
         # Schemas the compiler writes are not held here: most are made for one
         # distribution and dropped (held, they tripled a large compile's peak memory);
         # those that recur are reached through a document position's expansion, which
-        # keeps the same object, views and all.
+        # keeps the same object, shape and all.
         self._interned: dict[tuple[str, int, str], Subschema] = {}
         self._memo: dict[tuple[str, ...], str] = {}
         self.keys: dict[str, tuple[str, ...]] = {}  # conjunction rule -> its key
@@ -220,7 +220,7 @@ class Conjunctions:
         are tracked by position.)"""
         uris = {m.uri for m in members}
         if not self.tracks:
-            own = {m.uri for m in members if not only_a_reference(m.schema)}
+            own = {m.uri for m in members if not only_a_reference(m)}
             if own:
                 uris = own
         return tuple(sorted(uris))
@@ -258,20 +258,20 @@ class Conjunctions:
                 continue
             if s is False:
                 return None
-            if "expansion" in m.views:
+            if "expansion" in m.memo:
                 known = m
             else:
                 known = interned.get((m.uri, id(s), m.base)) or self._intern(m)
             out[known.uri] = known
             # depth first: a member's subschemas come right after it (property order)
-            todo += known.views["expansion"]
+            todo += known.memo["expansion"]
         return list(out.values())
 
     def _intern(self, m: Subschema) -> Subschema:
         """The one object for ``m``'s position (its base URI applied), with its expansion
         (pushed reversed: ``expand`` pops from the end)."""
         s = m.schema
-        if not isinstance(s, dict):
+        if not isinstance(s, (dict, Shape)):
             raise GrammarError("a schema is an object or a boolean", pointer(m))
         key = (m.uri, id(s), m.base)
         if changes_base(s):
@@ -279,8 +279,8 @@ class Conjunctions:
             m = Subschema(self.refs.scoped_uri(m.uri, self.refs.enter(scope_of(m.uri), base)),
                           s, base)
         m = self._interned.get((m.uri, id(s), m.base), m)
-        if "expansion" not in m.views:  # (an error leaves nothing interned)
-            m.views["expansion"] = self._children(m)[::-1]
+        if "expansion" not in m.memo:  # (an error leaves nothing interned)
+            m.memo["expansion"] = self._children(m)[::-1]
         if type(s) is dict:
             self._interned[key] = self._interned[(m.uri, id(s), m.base)] = m
         self.positions.setdefault(m.uri, m)
@@ -290,19 +290,18 @@ class Conjunctions:
         """The members ``m`` brings into its conjunction: the targets of its references,
         its embedded subschema, its ``allOf`` members and the rewrites of its conditional
         keywords (made once per position: see ``_interned``)."""
-        s = m.schema
+        s = shape(m)
         children: list[Subschema] = []
-        if "$ref" in s:
-            if not isinstance(s["$ref"], str):
+        if "$ref" in s.keywords:
+            if not isinstance(s.ref, str):
                 raise GrammarError("$ref must be a string", pointer(m, "$ref"))
-            children.append(self.refs.resolve(s["$ref"], m))
-        if "$dynamicRef" in s:
+            children.append(self.refs.resolve(s.ref, m))
+        if "$dynamicRef" in s.keywords:
             children.append(self.refs.dynamic_target(m))
-        embedded = shape_of(s).embedded
-        if embedded is not None:
-            children.append(embedded)
-        all_of = s.get("allOf", [])
-        if not isinstance(all_of, list) or (not all_of and "allOf" in s):
+        if s.embedded is not None:
+            children.append(s.embedded)
+        all_of = s.all_of if "allOf" in s.keywords else ()
+        if not isinstance(all_of, (list, tuple)) or not all_of and "allOf" in s.keywords:
             raise GrammarError("allOf must be a non-empty array", pointer(m, "allOf"))
         for i, sub in enumerate(all_of):
             children.append(Subschema(f"{m.uri}/allOf/{i}", sub, m.base))
@@ -314,12 +313,12 @@ class Conjunctions:
             self.check_keywords(m)
         # Distribute the first anyOf/oneOf over the rest.
         for i, m in enumerate(members):
-            view = combinator_view(m)
+            view = shape(m)
             for kw in ("anyOf", "oneOf"):
                 branches = view.branches(kw)
                 if branches is None:
                     continue
-                if not isinstance(branches, list) or not branches:
+                if not isinstance(branches, (list, tuple)) or not branches:
                     raise GrammarError(f"{kw} must be a non-empty array", pointer(m, kw))
                 # The members are expanded already: strip their $ref/allOf so that
                 # expanding the branches does not bring this combinator back.
@@ -348,14 +347,13 @@ class Conjunctions:
                 alternatives = [self.conj_ref(rest + [sub]) for sub in subs]
                 return Choice(tuple(alternatives))
         for i, m in enumerate(members):
-            view = combinator_view(m)
-            if not view.has_not or view.not_simple:
+            view = shape(m)
+            if "not" not in view.keywords or view.not_simple:
                 continue
             before = [expanded(x) for x in members[:i]] + [
                 Subschema(m.uri + "/~not", without(m.schema, "not"), m.base)]
             after = [expanded(x) for x in members[i + 1:]]
-            branches = negation(self, self.report,
-                                Subschema(m.uri + "/not", view.not_schema, m.base))
+            branches = negation(self, self.report, Subschema(m.uri + "/not", view.not_, m.base))
             # a branch the other members contradict (a key they require, absent there;
             # another type) adds nothing, and each one left multiplies the rules made
             # for every `not` still to distribute
@@ -368,12 +366,7 @@ class Conjunctions:
 
     def types(self, members: list[Subschema]) -> set[str]:
         """The JSON types every member's ``type`` allows."""
-        types = set(TYPES)
-        for m in members:
-            ts = declared_types(m)
-            if ts is not None:
-                types &= ts
-        return types
+        return types_of(members)
 
     def typed(self, members: list[Subschema]) -> Expr:
         types = self.types(members)
@@ -390,7 +383,7 @@ class Conjunctions:
             structured = [self.json.value(v) for v in ok if isinstance(v, (dict, list))]
             return Choice((Terminal(alternation([literal_node(v) for v in scalars])), *structured))
         alternatives: list[Expr] = []
-        gone = [v for m in members for v in combinator_view(m).not_excludes]
+        gone = [v for m in members for v in shape(m).not_excludes]
         scalar = rx.EMPTY
         if "null" in types and not any(v is None for v in gone):
             scalar = rx.alt(scalar, literal_node(None))
@@ -433,38 +426,44 @@ class Conjunctions:
 
     # ------------------------------------------------------------------ keywords
     def check_keywords(self, m: Subschema) -> None:
-        if "checked" in m.views:  # an interned member, checked when first met
+        if "checked" in m.memo:  # an interned member, checked when first met
             return
         s = m.schema
+        if type(s) is Shape:  # the compiler's own: well formed
+            m.memo["checked"] = True
+            return
         check_values(m)
         for kw in s:
             if kw in HANDLED or kw in ANNOTATIONS:
                 continue
             if kw == "$recursiveRef":
                 self.report.unsupported(kw, m, kw)
-        m.views["checked"] = True
+        m.memo["checked"] = True
 
     def negated_types(self, m: Subschema) -> frozenset[str]:
         """Types excluded by ``not`` (only ``not: {type: …}`` style negations are exact;
         made on first use, then kept with ``m``)."""
-        return kept(m, "negated", self._negated_types)
+        found = m.memo.get("negated")
+        if found is None:
+            found = m.memo["negated"] = self._negated_types(m)
+        return found
 
     def _negated_types(self, m: Subschema) -> frozenset[str]:
-        view = combinator_view(m)
-        n = view.not_schema
+        view = shape(m)
+        n = view.not_
         if n is None:
             return NO_TYPES
         if n is True:
             return ALL_TYPES
         if n is False:
             return NO_TYPES
-        if not isinstance(n, dict):
+        if not isinstance(n, (dict, Shape)):
             return NO_TYPES
-        kws = keyword_names(n) - ANNOTATIONS
+        kws = set(keywords_of(n)) - ANNOTATIONS
         if not kws:
             return ALL_TYPES  # not {} is not true
         if kws == {"type"}:
-            return frozenset(type_set(n["type"]) or ())
+            return negated_types_of(n)
         if kws <= {"enum", "const"}:
             if any(isinstance(v, (dict, list)) for v in view.not_excludes):
                 self.report.unsupported("'not' of object or array values", m, "not")

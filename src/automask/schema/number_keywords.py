@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 from automask.regex import nodes as rx
 from automask.schema.lowering import Report
+from automask.schema.normalize import shape
 from automask.schema.subschema import Subschema
-from automask.schema.views import decimal_of, number_view
 
 
 class Bounds(NamedTuple):
@@ -38,7 +38,7 @@ class NumberKeywords:
         lo_x = hi_x = False
         mult = None
         for m in members:
-            view = number_view(m)
+            view = shape(m).number
             for v, x in view.lower:
                 if lo is None or v > lo or (v == lo and x):
                     lo, lo_x = v, x
@@ -63,9 +63,9 @@ class NumberKeywords:
         from automask.schema import number_multiples
 
         bounds = self.bounds(members)
-        excluded = [v for m in members if (v := number_view(m).not_multiple_of) is not None]
+        excluded = [v for m in members if (v := shape(m).number.not_multiple_of) is not None]
         mult = bounds.multiple_of
-        if mult is not None and any(is_multiple(mult, decimal_of(v)) for v in excluded):
+        if mult is not None and any(is_multiple(mult, v) for v in excluded):
             # Every multiple of ``mult`` is one of ``v``: nothing is left (a oneOf of
             # branches with the same multipleOf). Exact, and it saves the regex
             # intersection, whose emptiness test walks the product of two

@@ -15,7 +15,8 @@ from automask.regex.parser import parse_regex_search
 from automask.schema.annotations import Annotations
 from automask.schema.json_text import ANY_TEXT, repeat_with_sep, separated, string_node
 from automask.schema.lowering import Conjoin, Report
-from automask.schema.shapes import KeyOutside, keyword_names, shape_of
+from automask.schema.normalize import shape
+from automask.schema.shapes import KeyOutside, ObjectPart, Shape, keywords_of
 from automask.schema.strings import Strings
 from automask.schema.subschema import (
     ANNOTATIONS,
@@ -24,7 +25,6 @@ from automask.schema.subschema import (
     pointer,
 )
 from automask.schema.values import enumerated
-from automask.schema.views import ObjectView, object_view
 
 # What a propertyNames schema may hold (after expansion): string keywords and values.
 NAME_KEYWORDS = ANNOTATIONS | {"type", "pattern", "minLength", "maxLength", "format", "enum",
@@ -52,7 +52,7 @@ class Objects:
         required: dict[str, None] = {}
         min_p, max_p = 0, None
         names_node = ANY_TEXT
-        views = [(m, object_view(m, self.strict)) for m in members]
+        views = [(m, shape(m).object) for m in members]
         for m, view in views:
             order.update(dict.fromkeys(view.properties))
             required.update(dict.fromkeys(view.required))  # strings (check_keywords)
@@ -110,12 +110,13 @@ class Objects:
             return rx.EMPTY
         allowed = NAME_KEYWORDS - ({"format"} if exact else set())
         for x in sub:
-            s = x.schema
-            n = s.get("not", {})
-            if (keyword_names(s) - allowed or s.get("type", "string") != "string"
-                    or not isinstance(n, dict)
-                    or keyword_names(n) - ANNOTATIONS - {"enum", "const"}):
-                embedded = shape_of(pn.schema).embedded  # a complement's: the user's position
+            s = shape(x)
+            n = s.not_ if "not" in s.keywords else {}
+            if (s.keywords - allowed or ("type" in s.keywords and s.type != "string")
+                    or not isinstance(n, (dict, Shape))
+                    or set(keywords_of(n)) - ANNOTATIONS - {"enum", "const"}):
+                # a complement's: the user's position
+                embedded = pn.schema.embedded if type(pn.schema) is Shape else None
                 self.report.unsupported("propertyNames beyond string constraints",
                                         embedded if embedded is not None else pn, None)
                 if exact:  # lenient: the complement admits nothing (the strict side)
@@ -139,7 +140,7 @@ class Objects:
                 Subschema(m.uri + "/~keyOutside", spec.admitted, m.base), exact=True)))
         return region
 
-    def value_schemas_for_key(self, m: Subschema, view: ObjectView,
+    def value_schemas_for_key(self, m: Subschema, view: ObjectPart,
                               key: str) -> list[Subschema] | None:
         """What member ``m`` requires of the value of ``key`` (None: the key is forbidden)."""
         props = view.properties
@@ -151,7 +152,7 @@ class Objects:
                 out.append(Subschema(f"{m.uri}/patternProperties/{escape(pat)}", sub, m.base))
         if out:
             return out
-        add = view.additional
+        add = view.extra(self.strict)
         if add is False:
             return None
         return [Subschema(f"{m.uri}/additionalProperties", add, m.base)]
@@ -166,7 +167,7 @@ class Objects:
             raise type(e)(f"patternProperties: {e.message}",
                           f"{where} {e.location or ''}".strip()) from None
 
-    def extra_classes(self, views: list[tuple[Subschema, ObjectView]], declared: list[str],
+    def extra_classes(self, views: list[tuple[Subschema, ObjectPart]], declared: list[str],
                       names_node: rx.Node) -> list[tuple[rx.Node, Expr]]:
         """Key classes for undeclared keys: (key regex, value expression), pairwise disjoint."""
         not_declared = utf8.text_except(declared)
@@ -191,7 +192,7 @@ class Objects:
                 regions = split
                 if len(regions) > 256:
                     raise LimitExceeded("patternProperties overlap in too many ways")
-            add = view.additional
+            add = view.extra(self.strict)
             parts = [(region, subs) for region, subs in regions if subs]
             rest = [region for region, subs in regions if not subs]
             if add is not False and rest:

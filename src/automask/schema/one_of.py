@@ -11,17 +11,16 @@ from automask.errors import GrammarError
 from automask.grammar.ir import Choice, Expr, Terminal
 from automask.regex import nodes as rx
 from automask.schema.lowering import Conjoin
-from automask.schema.shapes import keyword_names
+from automask.schema.normalize import shape, types_of
+from automask.schema.shapes import Shape, keywords_of, written
 from automask.schema.subschema import (
     ANNOTATIONS,
     TYPES,
     Subschema,
     json_key,
     json_type,
-    types_of,
 )
 from automask.schema.values import enumerated
-from automask.schema.views import combinator_view
 
 # The keywords that constrain values of one kind only (a value of another type passes).
 OBJECT_KEYWORDS = frozenset({
@@ -46,7 +45,8 @@ INERT_FOR = {t: ANNOTATIONS | (TYPE_KEYWORDS - own) for t, own in {
 def holds_for_all(schema, t: str) -> bool:
     """Whether ``schema`` surely holds for every value of type ``t``: ``true``, or only
     annotations and keywords of other types (False when unsure)."""
-    return schema is True or isinstance(schema, dict) and keyword_names(schema) <= INERT_FOR[t]
+    return schema is True or isinstance(schema, (dict, Shape)) and \
+        keywords_of(schema) <= INERT_FOR[t]
 
 
 
@@ -66,14 +66,11 @@ def key_rules(members: list[Subschema]) -> KeyRules:
     closed: list[frozenset] = []
     forbidden: set[str] = set()
     for m in members:
-        s = m.schema
-        if isinstance(s.get("required"), list):
-            required.update(k for k in s["required"] if isinstance(k, str))
-        props = s.get("properties")
-        props = props if isinstance(props, dict) else {}
-        forbidden.update(k for k, p in props.items() if p is False)
-        if s.get("additionalProperties") is False and not s.get("patternProperties"):
-            closed.append(frozenset(props))
+        o = shape(m).object
+        required.update(o.required)  # strings (check_values)
+        forbidden.update(k for k, p in o.properties.items() if p is False)
+        if o.has_additional and o.additional is False and not o.pattern_properties:
+            closed.append(frozenset(o.properties))
     return KeyRules(frozenset(required), tuple(closed), frozenset(forbidden))
 
 
@@ -132,7 +129,7 @@ class OneOf:
         such a key discriminates as if the branch required it (a tagged union whose
         tag is required beside the ``oneOf``).
         """
-        context_types = types_of([m.schema for m in context], set(TYPES))
+        context_types = types_of(context, set(TYPES))
         context_required = key_rules(list(context)).required
         sigs = [self.signature([sub], context_types, required=context_required)
                 for sub in subs]
@@ -174,14 +171,14 @@ class OneOf:
         other types are kept, and if the branches are disjoint there, the
         ``oneOf`` is their ``anyOf``. None when that does not settle it.
         """
-        types = types_of([x.schema for x in rest], set(TYPES))
+        types = types_of(rest, set(TYPES))
         crowded = {t for t in types if sum(holds_for_all(b.schema, t) for b in subs) >= 2}
         left = types - crowded
         if not crowded or ("number" in left) != ("integer" in left):
             return None
         if not left:
             return Terminal(rx.EMPTY)
-        typed = Subschema(at.uri + "/~oneOfTypes", {"type": sorted(left)}, at.base)
+        typed = Subschema(at.uri + "/~oneOfTypes", written(type=sorted(left)), at.base)
         if not self.disjoint(subs, rest + [typed]):
             return None
         return Choice(tuple(self.conj.conj_ref(rest + [typed, sub]) for sub in subs))
@@ -204,11 +201,10 @@ class OneOf:
         # key -> the signatures of its properties schemas (a value meets them all)
         props: dict[str, list[tuple]] = {}
         for m in members:
-            s = m.schema
-            view = combinator_view(m)
+            view = shape(m)
             nested = [b for kw in ("anyOf", "oneOf") for b in (view.branches(kw) or ())]
             if nested:  # the value is one of the branches': narrow to their union
-                if depth >= 3 or not all(isinstance(b, dict) for b in nested):
+                if depth >= 3 or not all(isinstance(b, (dict, Shape)) for b in nested):
                     continue
                 subs = [self.signature([Subschema(f"{m.uri}/~{i}", b, m.base)], set(TYPES),
                                        depth + 1) for i, b in enumerate(nested)]
@@ -219,14 +215,14 @@ class OneOf:
                     keys = {json_key(u) for u in union}
                     values = union if values is None else [
                         v for v in values if json_key(v) in keys]
-            for k, p in (s.get("properties") or {}).items() if depth == 0 else ():
+            for k, p in view.object.properties.items() if depth == 0 else ():
                 # (only the branch's own keys are compared; below, values alone)
-                if isinstance(p, dict):
+                if isinstance(p, (dict, Shape)):
                     sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
                                          set(TYPES), depth + 1)
                     if sig != ("never",):
                         props.setdefault(k, []).append(sig)
-        types = types_of([m.schema for m in members], types)
+        types = types_of(members, types)
         for m in members:
             types -= self.conj.negated_types(m)
         rules = key_rules(members)

@@ -7,6 +7,7 @@ references to subschemas, and tracks the dynamic scope that ``$dynamicRef`` read
 from __future__ import annotations
 
 import re
+from typing import Any, TypeGuard
 from urllib.parse import unquote, urldefrag, urljoin
 
 from automask.budget import check_time
@@ -140,7 +141,7 @@ def scope_of(uri: str) -> int:
     return int(uri[2:uri.index("|")]) if uri.startswith("~d") else 0
 
 
-def changes_base(schema) -> bool:
+def changes_base(schema: Any) -> TypeGuard[dict]:
     """Whether ``schema`` has an ``$id`` that sets a base URI (not a ``#name`` anchor)."""
     return isinstance(schema, dict) and isinstance(schema.get("$id"), str) and \
         not schema["$id"].startswith("#")

@@ -1,148 +1,304 @@
-"""The schemas the compiler writes itself, and what they say that no JSON Schema keyword does.
+"""Shapes: the typed form of a schema object, which the lowering reads.
 
-Complements (:mod:`~automask.schema.complement`), the rewrites of the conditional
-keywords (:mod:`~automask.schema.conditionals`), the members that enforce
-``unevaluated*`` (:mod:`~automask.schema.annotations`) and negated subschemas are
-written as :class:`Written` schemas: a dict of JSON Schema keywords, compiled like any
-other, plus a :class:`Shape` of typed requirements:
+A :class:`Shape` holds what one schema object says, read family by family into typed
+parts (:class:`StringPart`, :class:`NumberPart`, :class:`ObjectPart`,
+:class:`ArrayPart`), with its combinators, conditionals and references beside them.
+Subschemas inside a shape (property values, items, branches, the operand of ``not``)
+stay what they are where they come from: a schema object of the user's document (a
+dict or a boolean, normalized when a conjunction meets its position) or a shape the
+compiler built.
 
-* ``embedded``: a :class:`~automask.schema.subschema.Subschema` embedded at its own
-  position (its URI and base are kept, so its rules and memo keys are its own);
-* ``not_string`` (:class:`NotString`): string keywords that must *not* all hold;
-* ``not_multiple_of`` (:class:`NotMultipleOf`): a number the value is not a multiple of;
-* ``key_outside`` (:class:`KeyOutside`): some key of the object lies outside these
-  names, patterns and the names a subschema admits (the complements of
-  ``additionalProperties: false`` and of ``propertyNames``);
-* ``open``: an absent ``additionalProperties`` stays open under ``strict`` (a written
-  schema must mean exactly what it says).
+Two sources make shapes:
 
-A plain dict (a schema of the user's document) has the empty shape.
+* :func:`~automask.schema.normalize.normalize` reads the user's schema objects (their
+  values are checked there);
+* the compiler builds its own with :func:`written`: complements
+  (:mod:`~automask.schema.complement`), the rewrites of the conditional keywords
+  (:mod:`~automask.schema.conditionals`), the members that enforce ``unevaluated*``
+  (:mod:`~automask.schema.annotations`), negated subschemas, and the type split of
+  ``oneOf``. These say what no JSON Schema keyword does, as typed fields: a subschema
+  embedded at its own position (``embedded``), string keywords that must *not* all
+  hold (:attr:`StringPart.not_string`), a number the value is not a multiple of
+  (:attr:`NumberPart.not_multiple_of`), and keys outside given names, patterns and
+  admitted names (:class:`KeyOutside`). A written shape means exactly what it says: an
+  absent ``additionalProperties`` is open there even under ``strict``.
+
+:attr:`Shape.keywords` names what a shape holds (a document object's keys; a written
+shape's keywords and requirements), for the checks that ask which keywords a schema has
+(is it only annotations, only string keywords, only a reference).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
-from automask.schema.subschema import Subschema
+from automask.schema.subschema import ANNOTATIONS, Subschema, json_key, type_set
+
+Limit = tuple[Decimal, bool]  # (value, strict)
+
+_EMPTY_MAP: Mapping[str, Any] = {}
 
 
-@dataclass(frozen=True)
-class NotString:
-    """String keywords (``minLength``, ``maxLength``, ``pattern``) that must not all hold."""
+@dataclass(frozen=True, slots=True)
+class StringPart:
+    """The string keywords of a schema object."""
 
-    keywords: Mapping[str, Any]
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    has_format: bool = False
+    format: Any = None  # the ``format`` value (any JSON: an unknown one is reported)
+    not_string: Shape | None = None  # (written) a shape of string keywords that must not all hold
+    excluded: tuple[str, ...] | None = None  # strings a ``not: {enum/const}`` excludes
+
+    @property
+    def lengths(self) -> tuple[int, int | None] | None:
+        """(minLength, maxLength); None: neither given."""
+        if self.min_length is None and self.max_length is None:
+            return None
+        return (self.min_length or 0, self.max_length)
+
+    def keywords(self) -> set[str]:
+        return {kw for kw, given in (
+            ("minLength", self.min_length is not None), ("maxLength", self.max_length is not None),
+            ("pattern", self.pattern is not None), ("format", self.has_format),
+            ("not_string", self.not_string is not None)) if given}
 
 
-@dataclass(frozen=True)
-class NotMultipleOf:
-    """The value is not a multiple of ``divisor``."""
+@dataclass(frozen=True, slots=True)
+class NumberPart:
+    """The number keywords of a schema object (draft-04 boolean exclusives read)."""
 
-    divisor: int | float
+    lower: tuple[Limit, ...] = ()  # each bound holds: the tightest one counts
+    upper: tuple[Limit, ...] = ()
+    multiple_of: Decimal | None = None  # > 0
+    not_multiple_of: Decimal | None = None  # (written) not a multiple of it
+    integer: bool = False  # ``type`` is exactly ``"integer"``
+
+    def keywords(self) -> set[str]:
+        out = {"exclusiveMinimum" if strict else "minimum" for _, strict in self.lower}
+        out |= {"exclusiveMaximum" if strict else "maximum" for _, strict in self.upper}
+        if self.multiple_of is not None:
+            out.add("multipleOf")
+        if self.not_multiple_of is not None:
+            out.add("not_multiple_of")
+        return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KeyOutside:
     """Some key lies outside ``names``, the (unanchored) ``patterns``, and the names the
-    schema ``admitted`` admits (when given)."""
+    shape ``admitted`` admits (when given)."""
 
     names: tuple[str, ...] = ()
     patterns: tuple[str, ...] = ()
-    admitted: Written | None = None
+    admitted: Shape | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class ObjectPart:
+    """The object keywords of a schema object."""
+
+    properties: Mapping[str, Any] = field(default_factory=lambda: _EMPTY_MAP)
+    required: tuple[str, ...] | list[str] = ()
+    pattern_properties: Mapping[str, Any] = field(default_factory=lambda: _EMPTY_MAP)
+    has_additional: bool = False
+    additional: Any = None  # additionalProperties, when given
+    has_property_names: bool = False
+    property_names: Any = None
+    min_properties: int | None = None
+    max_properties: int | None = None
+    key_outside: KeyOutside | None = None  # (written) some key outside these
+    written: bool = True  # an absent additionalProperties is open whatever ``strict`` says
+
+    def extra(self, strict: bool) -> Any:
+        """What a key no property or pattern names must hold: ``additionalProperties``,
+        or what its absence means (false under ``strict`` in the user's schemas)."""
+        if self.has_additional:
+            return self.additional
+        return self.written or not strict
+
+    def keywords(self) -> set[str]:
+        return {kw for kw, given in (
+            ("properties", bool(self.properties)), ("required", bool(self.required)),
+            ("patternProperties", bool(self.pattern_properties)),
+            ("additionalProperties", self.has_additional),
+            ("propertyNames", self.has_property_names),
+            ("minProperties", self.min_properties is not None),
+            ("maxProperties", self.max_properties is not None),
+            ("key_outside", self.key_outside is not None)) if given}
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayPart:
+    """The array keywords of a schema object (the draft-07 array form of ``items`` read)."""
+
+    min_items: int | None = None
+    max_items: int | None = None
+    prefix: tuple | list = ()  # the schemas of the first items
+    prefix_keyword: str = "prefixItems"  # where they are: prefixItems, or items (draft-07)
+    has_rest: bool = False
+    rest: Any = None  # the schema of the items past the prefix (None: unconstrained)
+    rest_keyword: str = "items"  # where it is: items, or additionalItems (draft-07)
+    has_contains: bool = False
+    contains: Any = None
+    min_contains: int = 1
+    max_contains: int | None = None
+    unique: bool = False  # uniqueItems: true
+
+    def keywords(self) -> set[str]:
+        out = {kw for kw, given in (
+            ("minItems", self.min_items is not None), ("maxItems", self.max_items is not None),
+            (self.prefix_keyword, bool(self.prefix)), (self.rest_keyword, self.has_rest),
+            ("contains", self.has_contains), ("uniqueItems", self.unique)) if given}
+        if self.has_contains and self.min_contains != 1:
+            out.add("minContains")
+        if self.has_contains and self.max_contains is not None:
+            out.add("maxContains")
+        return out
+
+
+NO_STRING = StringPart()
+NO_NUMBER = NumberPart()
+NO_ARRAY = ArrayPart()
+NO_OBJECT = ObjectPart()
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class Shape:
-    """What a written schema requires beyond its keywords (see the module doc)."""
+    """One schema object, typed (see the module doc). A field of a keyword that is
+    absent holds None; whether a keyword is there at all is in :attr:`keywords`."""
 
-    embedded: Subschema | None = None
-    not_string: NotString | None = None
-    not_multiple_of: NotMultipleOf | None = None
-    key_outside: KeyOutside | None = None
-    open: bool = False
+    keywords: frozenset[str] = frozenset()
+    type: Any = None  # the ``type`` value as given
+    types: frozenset[str] | None = None  # the types it allows (``number`` admits integers)
+    values: tuple[list, ...] = ()  # ``[const]`` and the ``enum``: a value is in each
+    string: StringPart = NO_STRING
+    number: NumberPart = NO_NUMBER
+    object: ObjectPart = NO_OBJECT
+    array: ArrayPart = NO_ARRAY
+    any_of: Any = None  # the ``anyOf`` array
+    one_of: Any = None
+    all_of: Any = None
+    not_: Any = None  # the operand of ``not``
+    not_simple: bool = False  # the ``not`` is enforced in place (see simple_not)
+    not_excludes: tuple = ()  # the values a ``not: {enum/const}`` excludes (see excluded)
+    not_excluded_keys: frozenset = frozenset()  # their json_key()s
+    ref: Any = None  # ``$ref``
+    if_: Any = None
+    then: Any = None
+    else_: Any = None
+    dependent_required: Any = None
+    dependent_schemas: Any = None
+    dependencies: Any = None
+    unevaluated_properties: Any = None
+    unevaluated_items: Any = None
+    embedded: Subschema | None = None  # (written) a subschema holding at its own position
 
-    def requirements(self) -> frozenset[str]:
-        """The names of the requirements it has (``open`` is none: it only reads
-        ``additionalProperties``), for the checks that ask which keywords a schema has."""
-        return frozenset(name for name, value in (
-            ("embedded", self.embedded), ("not_string", self.not_string),
-            ("not_multiple_of", self.not_multiple_of), ("key_outside", self.key_outside))
-            if value is not None)
+    def branches(self, kw: str) -> Any:
+        """The ``anyOf`` or ``oneOf`` array."""
+        return self.any_of if kw == "anyOf" else self.one_of
 
-
-PLAIN = Shape()
-
-
-class Written(dict):
-    """A schema the compiler wrote: its JSON Schema keywords (the dict) and its
-    :class:`Shape`."""
-
-    __slots__ = ("shape",)
-
-    def __init__(self, keywords: Mapping[str, Any] | None = None, /, shape: Shape = PLAIN):
-        super().__init__(keywords or {})
-        self.shape = shape
-
-
-def shape_of(schema: Any) -> Shape:
-    """The shape of a schema (the empty one unless the compiler wrote it)."""
-    return schema.shape if isinstance(schema, Written) else PLAIN
-
-
-def keyword_names(schema: dict) -> set[str]:
-    """The keywords of a schema object, with the names of its shape's requirements."""
-    shape = shape_of(schema)
-    return set(schema) if shape is PLAIN else set(schema) | shape.requirements()
+    def child(self, kw: str, key: Any = None) -> Any:
+        """The subschema under keyword ``kw`` (and ``key``: a name or an index)."""
+        return _CHILDREN[kw](self) if key is None else _CHILDREN[kw](self)[key]
 
 
-def embed(m: Subschema) -> Written:
-    """A schema that holds where ``m`` holds: ``m`` embedded at its own position."""
-    return Written(shape=Shape(embedded=m))
+_CHILDREN = {
+    "not": lambda s: s.not_, "anyOf": lambda s: s.any_of, "oneOf": lambda s: s.one_of,
+    "allOf": lambda s: s.all_of, "properties": lambda s: s.object.properties,
+    "propertyNames": lambda s: s.object.property_names,
+    "additionalProperties": lambda s: s.object.additional,
+    "contains": lambda s: s.array.contains,
+    "prefixItems": lambda s: s.array.prefix,
+    "items": lambda s: s.array.prefix if s.array.prefix_keyword == "items" else s.array.rest,
+    "additionalItems": lambda s: s.array.rest,
+}
 
 
-def with_keywords(schema: dict, keywords: Mapping[str, Any]) -> dict:
-    """``keywords`` with the shape of ``schema`` (a plain dict for a plain schema)."""
-    if isinstance(schema, Written):
-        return Written(keywords, shape=schema.shape)
-    return dict(keywords)
+Schema = dict | bool | Shape  # what a subschema may be: the user's, or the compiler's
 
 
-def unembedded(schema: dict, keywords: Mapping[str, Any]) -> dict:
-    """``keywords`` with the shape of ``schema`` less its embedded subschema (which
-    expansion has followed)."""
-    if isinstance(schema, Written):
-        shape = schema.shape
-        if shape.embedded is not None:
-            shape = Shape(None, shape.not_string, shape.not_multiple_of, shape.key_outside,
-                          shape.open)
-        return Written(keywords, shape=shape)
-    return dict(keywords)
+def keywords_of(schema: Any) -> frozenset[str] | set[str]:
+    """What a schema object holds: a document object's keys, a shape's keywords."""
+    return schema.keywords if type(schema) is Shape else set(schema)
 
 
-def opened(x: Any) -> Any:
-    """A schema the compiler wrote, marked open at every level (``strict`` leaves it)."""
-    if not isinstance(x, dict):
-        return x
-    shape = shape_of(x)
-    out = Written(x, shape=shape if shape.open else Shape(
-        shape.embedded, shape.not_string, shape.not_multiple_of, shape.key_outside, True))
-    for k, v in x.items():
-        if k in ("not", "items", "contains"):
-            out[k] = opened(v)
-        elif k in ("allOf", "anyOf", "oneOf", "prefixItems"):
-            out[k] = [opened(e) for e in v]
-        elif k == "properties":
-            out[k] = {name: opened(e) for name, e in v.items()}
-    return out
+def trivial(schema: Any) -> bool:
+    """Whether a subschema accepts everything (``true`` or only annotations)."""
+    return schema is True or (isinstance(schema, (dict, Shape)) and
+                               not keywords_of(schema) - ANNOTATIONS)
+
+
+def written(*, type: Any = None, values: tuple[list, ...] = (), enum: bool = False,
+            string: StringPart = NO_STRING, number: NumberPart = NO_NUMBER,
+            object: ObjectPart = NO_OBJECT, array: ArrayPart = NO_ARRAY,
+            any_of: tuple | None = None, one_of: tuple | None = None,
+            all_of: tuple | None = None, not_: Any = None, has_not: bool = False,
+            embedded: Subschema | None = None) -> Shape:
+    """A shape the compiler writes (``values`` are an ``enum``'s when ``enum``, else a
+    ``const``'s; ``has_not``: ``not_`` is given, even as ``None``)."""
+    keywords = string.keywords() | number.keywords() | object.keywords() | array.keywords()
+    for kw, given in (("type", type is not None), ("enum" if enum else "const", bool(values)),
+                      ("anyOf", any_of is not None), ("oneOf", one_of is not None),
+                      ("allOf", all_of is not None), ("not", has_not or not_ is not None),
+                      ("embedded", embedded is not None)):
+        if given:
+            keywords.add(kw)
+    simple, gone = False, tuple[Any, ...]()
+    if "not" in keywords:
+        simple, gone = simple_not(not_), tuple(excluded(not_)) if isinstance(
+            not_, (dict, Shape)) else ()
+    if gone and string.excluded is None and set(keywords_of(not_)) - ANNOTATIONS <= {
+            "enum", "const"}:
+        string = replace(string, excluded=tuple(v for v in gone if isinstance(v, str)))
+    if type == "integer":
+        number = replace(number, integer=True)
+    types = None if type is None else frozenset(type_set(type) or ())
+    return Shape(frozenset(keywords), type, types, values, string, number, object, array,
+                 any_of, one_of, all_of, not_, simple, gone,
+                 frozenset(json_key(v) for v in gone), embedded=embedded)
+
+
+def embed(m: Subschema) -> Shape:
+    """A shape that holds where ``m`` holds: ``m`` embedded at its own position."""
+    return written(embedded=m)
 
 
 def negated(m: Subschema) -> Subschema:
     """A subschema that holds where ``m`` fails."""
-    return Subschema(m.uri + "/~!", Written({"not": embed(m)}, shape=Shape(open=True)), m.base)
+    return Subschema(m.uri + "/~!", written(not_=embed(m)), m.base)
 
 
-def default_additional(s: dict, strict: bool) -> bool:
-    """An absent ``additionalProperties``: false under ``strict``, except in the schemas
-    the compiler writes itself (complements, rewrites), which must stay exact."""
-    return not strict or shape_of(s).open
+def excluded(n: Any) -> list:
+    """The values a ``not: {enum/const}`` (a document object or a shape) excludes."""
+    if type(n) is Shape:
+        has_const = "const" in n.keywords
+        const = n.values[0][0] if has_const else None
+        enum = n.values[-1] if "enum" in n.keywords else None
+    else:
+        has_const = "const" in n
+        const = n.get("const")
+        enum = n.get("enum") if "enum" in n else None
+    values = list(enum or []) if enum is not None else None
+    if has_const:  # with both, only values in both are excluded
+        values = [const] if values is None else [
+            v for v in values if json_key(v) == json_key(const)]
+    return values or []
+
+
+def simple_not(n: Any) -> bool:
+    """Whether a ``not: n`` is enforced in place, where the conjunction is typed (types,
+    scalar values, booleans), rather than distributed as a complement."""
+    if isinstance(n, bool):
+        return True
+    if not isinstance(n, (dict, Shape)):
+        return False
+    kws = set(keywords_of(n)) - ANNOTATIONS
+    if kws <= {"type"}:
+        return True
+    return kws <= {"enum", "const"} and not any(
+        isinstance(v, (dict, list)) for v in excluded(n))

@@ -10,8 +10,8 @@ from automask.regex import nodes as rx
 from automask.regex.parser import parse_regex_search
 from automask.schema.json_text import ANY_CHAR, ANY_TEXT, string_node
 from automask.schema.lowering import Report
+from automask.schema.normalize import shape
 from automask.schema.subschema import Subschema, pointer
-from automask.schema.views import string_view
 
 
 class Strings:
@@ -28,7 +28,7 @@ class Strings:
         those by hashing, not by a complement of thousands of literals)."""
         parts = [ANY_TEXT]
         for m in members:
-            view = string_view(m)
+            view = shape(m).string
             if view.lengths is not None:
                 lo, hi = view.lengths
                 parts.append(rx.EMPTY if hi is not None and hi < lo

@@ -26,9 +26,9 @@ class Subschema:
     uri: str  # base URI + "#" + JSON pointer: identifies the position
     schema: Any
     base: str = field(compare=False)
-    # What has been read of it so far, made once: its typed views by family (views.py),
-    # and, once the conjunction builder has interned it, its expansion and checks.
-    views: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # What has been read of it, made once: its shape (normalize.py) and, once the
+    # conjunction builder has interned it, its expansion and checks.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def escape(key: str) -> str:
@@ -95,15 +95,6 @@ def type_set(t) -> set | None:
     if "number" in ts:
         ts.add("integer")
     return ts
-
-
-def types_of(schemas: list, types: set) -> set:
-    """``types`` narrowed by each schema's ``type`` (a malformed one is left to typed())."""
-    for s in schemas:
-        ts = type_set(s.get("type")) if "type" in s else None
-        if ts is not None:
-            types &= ts
-    return types
 
 
 def prefix_items(s: dict) -> list:

@@ -1,12 +1,12 @@
 """``enum`` and ``const``: the values a conjunction enumerates (each member's lists are
-its :func:`~automask.schema.views.value_lists`; what a ``not`` excludes is in its
-:class:`~automask.schema.views.CombinatorView`).
+its shape's :attr:`~automask.schema.shapes.Shape.values`; what a ``not`` excludes is in
+its :attr:`~automask.schema.shapes.Shape.not_excludes`).
 """
 
 from __future__ import annotations
 
+from automask.schema.normalize import shape
 from automask.schema.subschema import Subschema, json_key
-from automask.schema.views import value_lists
 
 
 def enumerated(members: list[Subschema]) -> list | None:
@@ -14,7 +14,7 @@ def enumerated(members: list[Subschema]) -> list | None:
     without repeats (JSON equality); None when no member enumerates."""
     values = None
     for m in members:
-        for cand in value_lists(m):  # const and enum side by side both hold
+        for cand in shape(m).values:  # const and enum side by side both hold
             if values is None:
                 values = cand
             else:
