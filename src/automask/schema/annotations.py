@@ -17,7 +17,7 @@ from automask.grammar.ir import Choice, Expr
 from automask.schema.lowering import Conjoin, Report
 from automask.schema.normalize import shape
 from automask.schema.refs import References, changes_base
-from automask.schema.shapes import ArrayPart, ObjectPart, Shape, embed, negated, written
+from automask.schema.shapes import ArrayPart, ObjectPart, Shape, embed_at, negated, written
 from automask.schema.subschema import Subschema, escape
 
 
@@ -96,7 +96,7 @@ class Annotations:
             reach = self.annotators(m, members)
             mine = position(m.uri)
             helpers = [(x, shape(x)) for x in members if position(x.uri) in reach]
-            u_ref = embed(Subschema(f"{m.uri}/{kw}", u, m.base))
+            u_ref = embed_at(m, u, kw)
             if kw == "unevaluatedProperties":
                 if any(x.object.has_additional or x.object.extra(self.strict) is False or (
                         kw in x.keywords and position(h.uri) != mine) for h, x in helpers):
@@ -111,7 +111,7 @@ class Annotations:
                        or (kw in x.keywords and position(h.uri) != mine) for h, x in helpers):
                     continue  # every item is evaluated
                 prefix = max((len(x.array.prefix) for _, x in helpers), default=0)
-                contains = tuple(embed(Subschema(f"{h.uri}/contains", x.array.contains, h.base))
+                contains = tuple(embed_at(h, x.array.contains, "contains")
                                  for h, x in helpers if x.array.has_contains)
                 rest = written(any_of=(*contains, u_ref)) if contains else u_ref
                 schema = written(array=ArrayPart(prefix=(True,) * prefix, has_rest=True,

@@ -44,11 +44,11 @@ from automask.schema.shapes import (
     ObjectPart,
     Shape,
     StringPart,
-    embed,
+    embed_at,
     trivial,
     written,
 )
-from automask.schema.subschema import Subschema, escape
+from automask.schema.subschema import Subschema
 
 # Keywords that expansion follows (their complement is that of what they bring in).
 # (An embedded subschema, a written shape's, is followed too: see ``without``.)
@@ -72,8 +72,7 @@ def negation(conj: Conjoin, report: Report, operand: Subschema) -> list[list[Sub
             node = x.schema
             for p in path:
                 node = node.child(p) if type(node) is Shape else node[p]
-            return embed(Subschema(x.uri + "".join(f"/{escape(str(p))}" for p in path),
-                                   node, x.base))
+            return embed_at(x, node, *path)
 
         schema = without(x.schema)
         while True:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from automask.errors import GrammarError
 from automask.schema.normalize import shape
-from automask.schema.shapes import ObjectPart, Shape, embed, written
+from automask.schema.shapes import ObjectPart, Shape, embed_at, written
 from automask.schema.subschema import Subschema, escape, pointer
 
 CONDITIONALS = frozenset({"if", "dependentRequired", "dependentSchemas", "dependencies"})
@@ -23,8 +23,7 @@ def conditionals(m: Subschema, tracks: bool) -> list[Subschema]:
     out: list[Subschema] = []
 
     def ref(kw: str, value, *key: str) -> Shape:
-        return embed(Subschema(m.uri + "".join(f"/{escape(p)}" for p in (kw, *key)), value,
-                               m.base))
+        return embed_at(m, value, kw, *key)
 
     if "if" in s.keywords and ("then" in s.keywords or "else" in s.keywords or tracks):
         yes = (ref("if", s.if_),) + ((ref("then", s.then),) if "then" in s.keywords else ())

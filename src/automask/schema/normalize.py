@@ -38,11 +38,7 @@ from automask.schema.subschema import (
     count,
     is_number,
     json_key,
-    pattern_properties,
     pointer,
-    prefix_items,
-    prefix_keyword,
-    rest_items,
     type_set,
 )
 
@@ -133,7 +129,7 @@ def _object(m: Subschema) -> ObjectPart:
     s = m.schema
     least = count(s["minProperties"], m, "minProperties") if "minProperties" in s else None
     most = count(s["maxProperties"], m, "maxProperties") if "maxProperties" in s else None
-    return ObjectPart(s.get("properties", {}), s.get("required", []), pattern_properties(m),
+    return ObjectPart(s.get("properties", {}), s.get("required", []), _pattern_properties(m),
                       "additionalProperties" in s, s.get("additionalProperties"),
                       "propertyNames" in s, s.get("propertyNames"), least, most, None,
                       written=False)
@@ -143,14 +139,14 @@ def _array(m: Subschema) -> ArrayPart:
     s = m.schema
     least = count(s["minItems"], m, "minItems") if "minItems" in s else None
     most = count(s["maxItems"], m, "maxItems") if "maxItems" in s else None
-    rest, rest_kw = rest_items(s)
+    rest, rest_kw = _rest_items(s)
     has_contains = "contains" in s
     lo, hi = 1, None
     if has_contains:
         lo = count(s.get("minContains", 1), m, "minContains")
         if "maxContains" in s:
             hi = count(s["maxContains"], m, "maxContains")
-    return ArrayPart(least, most, prefix_items(s), prefix_keyword(s), rest_kw in s, rest,
+    return ArrayPart(least, most, _prefix_items(s), _prefix_keyword(s), rest_kw in s, rest,
                      rest_kw, has_contains, s.get("contains"), lo, hi,
                      s.get("uniqueItems") is True)
 
@@ -189,3 +185,34 @@ def negated_types_of(n: Any) -> frozenset[str]:
     if type(n) is Shape:
         return n.types or frozenset()
     return frozenset(type_set(n["type"]) or ())
+
+
+def _prefix_items(s: dict) -> list:
+    if isinstance(s.get("prefixItems"), list):
+        return s["prefixItems"]
+    if isinstance(s.get("items"), list):  # draft-07 array form
+        return s["items"]
+    return []
+
+
+def _prefix_keyword(s: dict) -> str:
+    return "prefixItems" if isinstance(s.get("prefixItems"), list) else "items"
+
+
+def _rest_items(s: dict):
+    """The schema of items past the prefix (None: unconstrained) and its keyword."""
+    if isinstance(s.get("items"), list):
+        return s.get("additionalItems"), "additionalItems"
+    if "items" in s:
+        return s["items"], "items"
+    return None, "items"
+
+
+def _pattern_properties(m: Subschema) -> dict:
+    """``m``'s ``patternProperties`` (an empty dict when absent)."""
+    pp = m.schema.get("patternProperties") or {}
+    if not isinstance(pp, dict):
+        raise GrammarError("patternProperties must be an object",
+                           pointer(m, "patternProperties"))
+    return pp
+

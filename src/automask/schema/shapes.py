@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from automask.schema.subschema import ANNOTATIONS, Subschema, json_key, type_set
+from automask.schema.subschema import ANNOTATIONS, Subschema, escape, json_key, type_set
 
 Limit = tuple[Decimal, bool]  # (value, strict)
 
@@ -266,6 +266,11 @@ def written(*, type: Any = None, values: tuple[list, ...] = (), enum: bool = Fal
 def embed(m: Subschema) -> Shape:
     """A shape that holds where ``m`` holds: ``m`` embedded at its own position."""
     return written(embedded=m)
+
+
+def embed_at(m: Subschema, value: Any, *path: str | int) -> Shape:
+    """``value``, the subschema of ``m`` at ``path``, embedded at its own position."""
+    return embed(Subschema(m.uri + "".join(f"/{escape(str(p))}" for p in path), value, m.base))
 
 
 def negated(m: Subschema) -> Subschema:

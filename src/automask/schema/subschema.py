@@ -95,34 +95,3 @@ def type_set(t) -> set | None:
     if "number" in ts:
         ts.add("integer")
     return ts
-
-
-def prefix_items(s: dict) -> list:
-    if isinstance(s.get("prefixItems"), list):
-        return s["prefixItems"]
-    if isinstance(s.get("items"), list):  # draft-07 array form
-        return s["items"]
-    return []
-
-
-def prefix_keyword(s: dict) -> str:
-    return "prefixItems" if isinstance(s.get("prefixItems"), list) else "items"
-
-
-def rest_items(s: dict):
-    """The schema of items past the prefix (None: unconstrained) and its keyword."""
-    if isinstance(s.get("items"), list):
-        return s.get("additionalItems"), "additionalItems"
-    if "items" in s:
-        return s["items"], "items"
-    return None, "items"
-
-
-def pattern_properties(m: Subschema) -> dict:
-    """``m``'s ``patternProperties`` (an empty dict when absent)."""
-    pp = m.schema.get("patternProperties") or {}
-    if not isinstance(pp, dict):
-        raise GrammarError("patternProperties must be an object",
-                           pointer(m, "patternProperties"))
-    return pp
-
