@@ -148,6 +148,8 @@ class Conjunctions:
         land in some later step (see :mod:`automask.gc_pause`)."""
         del self.strings, self.numbers, self.annotations, self.objects, self.arrays
         del self.one_of, self.values
+        for table in (self.positions, self._interned, self._memo, self._scoped):
+            table.clear()
 
     def conj_ref(self, members: list[Subschema]) -> Expr:
         """A rule for the conjunction of ``members`` (memoized; recursion-safe).
