@@ -1,4 +1,4 @@
-"""The complement of one schema object, as a union of schemas.
+"""The complement of one schema object, as a union of shapes.
 
 ``not``, ``if`` (its failing side), exact ``oneOf`` and the rewrites of the
 conditional keywords all need the JSON values that a schema object rejects.
