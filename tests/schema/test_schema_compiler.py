@@ -126,6 +126,23 @@ def test_anyof_behind_ref_or_allof(kind, tiny_bpe_vocab):
     assert mismatches(schema, instances, tiny_bpe_vocab) == []
 
 
+@pytest.mark.parametrize("schema", [
+    {"$id": "sub/x.json", "anyOf": [{"type": "object"}, {"type": "null"}],
+     "properties": {"a": {"$ref": "#/$defs/t"}}, "$defs": {"t": {"type": "integer"}}},
+    {"$id": "http://example.com/dir/root.json",
+     "properties": {"p": {"$id": "sub/", "oneOf": [{"type": "object"}, {"type": "string"}],
+                          "properties": {"a": {"$ref": "item.json"}}}},
+     "$defs": {"t": {"$id": "sub/item.json", "type": "integer"}}},
+], ids=["root", "nested"])
+def test_a_relative_id_beside_a_combinator_is_applied_once(schema, tiny_bpe_vocab):
+    """Regression: the schema beside a distributed anyOf/oneOf is a copy of its object;
+    with the relative ``$id`` kept, the copy was rebased a second time and its ``$ref``s
+    resolved against the wrong base ("not embedded")."""
+    inner = [{"a": 1}, {"a": "x"}, None, {}]
+    instances = inner if "anyOf" in schema else [{"p": x} for x in inner + ["s"]]
+    assert mismatches(schema, instances, tiny_bpe_vocab) == []
+
+
 @pytest.mark.parametrize("id_keyword", ["$id", "id"])
 def test_draft7_plain_name_id_fragment(id_keyword, tiny_bpe_vocab):
     schema = {"definitions": {"a": {id_keyword: "#foo", "type": "integer"}},

@@ -95,10 +95,12 @@ def without(schema: Any, kw: str | None = None) -> Any:
     """``schema`` less ``kw`` and the keywords that expansion has followed (``$ref``,
     ``allOf``, an embedded subschema, and the conditionals it rewrote into members of
     their own): a document object stays one (its keywords are the user's), a shape
-    stays a shape."""
+    stays a shape. The copy of a document object has no ``$id`` either: it stands at its
+    object's position, whose base URI its member already has (kept, the ``$id`` would
+    be applied a second time, and a relative one would move the base)."""
     if type(schema) is Shape:
         return _shape_without(schema, kw)
-    return {k: v for k, v in schema.items() if k != kw and k not in EXPANDED}
+    return {k: v for k, v in schema.items() if k != kw and k not in EXPANDED and k != "$id"}
 
 
 def expanded(m: Subschema) -> Subschema:
