@@ -28,16 +28,14 @@ from automask.schema.shapes import (
     ObjectPart,
     Shape,
     StringPart,
-    excluded,
-    simple_not,
+    excluded_strings,
+    not_parts,
 )
 from automask.schema.subschema import (
-    ANNOTATIONS,
     TYPES,
     Subschema,
     count,
     is_number,
-    json_key,
     pointer,
     type_set,
 )
@@ -78,7 +76,6 @@ def normalize(m: Subschema) -> Shape:
         raise GrammarError("a schema is an object or a boolean", pointer(m))
     keys = s.keys()
     n = s.get("not")
-    gone = tuple(excluded(n)) if isinstance(n, dict) else ()
     return Shape(
         frozenset(keys), s.get("type"), _declared_types(m), _value_lists(s),
         _string(m, n) if not keys.isdisjoint(STRING_KEYWORDS) else NO_STRING,
@@ -86,8 +83,8 @@ def normalize(m: Subschema) -> Shape:
         else NO_NUMBER,
         _object(m) if not keys.isdisjoint(OBJECT_KEYWORDS) else DOCUMENT_OBJECT,
         _array(m) if not keys.isdisjoint(ARRAY_KEYWORDS) else NO_ARRAY,
-        s.get("anyOf"), s.get("oneOf"), s.get("allOf"), n, simple_not(n) if "not" in s else False,
-        gone, frozenset(json_key(v) for v in gone), s.get("$ref"),
+        s.get("anyOf"), s.get("oneOf"), s.get("allOf"), n, *not_parts(n, "not" in s),
+        s.get("$ref"),
         s.get("if"), s.get("then"), s.get("else"), s.get("dependentRequired"),
         s.get("dependentSchemas"), s.get("dependencies"), s.get("unevaluatedProperties"),
         s.get("unevaluatedItems"))
@@ -101,12 +98,9 @@ def _string(m: Subschema, n: Any) -> StringPart:
         if not isinstance(s["pattern"], str):
             raise GrammarError("pattern must be a string", pointer(m, "pattern"))
         pattern = s["pattern"]
-    gone = None
-    if isinstance(n, dict) and n.keys() - ANNOTATIONS <= {"enum", "const"}:
-        gone = tuple(v for v in excluded(n) if isinstance(v, str))
     return StringPart(None if lo is None else count(lo, m, "minLength"),
                       None if hi is None else count(hi, m, "maxLength"),
-                      pattern, "format" in s, s.get("format"), None, gone)
+                      pattern, "format" in s, s.get("format"), None, excluded_strings(n))
 
 
 def _number(s: dict) -> NumberPart:

@@ -248,19 +248,16 @@ def written(*, type: Any = None, values: tuple[list, ...] = (), enum: bool = Fal
                       ("embedded", embedded is not None)):
         if given:
             keywords.add(kw)
-    simple, gone = False, tuple[Any, ...]()
-    if "not" in keywords:
-        simple, gone = simple_not(not_), tuple(excluded(not_)) if isinstance(
-            not_, (dict, Shape)) else ()
-    if gone and string.excluded is None and set(keywords_of(not_)) - ANNOTATIONS <= {
-            "enum", "const"}:
-        string = replace(string, excluded=tuple(v for v in gone if isinstance(v, str)))
+    if "not" in keywords and string.excluded is None:
+        gone = excluded_strings(not_)
+        if gone:
+            string = replace(string, excluded=gone)
     if type == "integer":
         number = replace(number, integer=True)
     types = None if type is None else frozenset(type_set(type) or ())
     return Shape(frozenset(keywords), type, types, values, string, number, object, array,
-                 any_of, one_of, all_of, not_, simple, gone,
-                 frozenset(json_key(v) for v in gone), embedded=embedded)
+                 any_of, one_of, all_of, not_, *not_parts(not_, "not" in keywords),
+                 embedded=embedded)
 
 
 def embed(m: Subschema) -> Shape:
@@ -293,6 +290,22 @@ def excluded(n: Any) -> list:
         values = [const] if values is None else [
             v for v in values if json_key(v) == json_key(const)]
     return values or []
+
+
+def not_parts(n: Any, given: bool) -> tuple[bool, tuple, frozenset]:
+    """What a shape keeps of its ``not: n`` (``given``: there is one): whether it is
+    enforced in place, the values it excludes, and their json_key()s."""
+    if not given:
+        return False, (), frozenset()
+    gone = tuple(excluded(n)) if isinstance(n, (dict, Shape)) else ()
+    return simple_not(n), gone, frozenset(json_key(v) for v in gone)
+
+
+def excluded_strings(n: Any) -> tuple[str, ...] | None:
+    """The strings a ``not: n`` of only ``enum``/``const`` excludes (None: another ``not``)."""
+    if not isinstance(n, (dict, Shape)) or set(keywords_of(n)) - ANNOTATIONS - {"enum", "const"}:
+        return None
+    return tuple(v for v in excluded(n) if isinstance(v, str))
 
 
 def simple_not(n: Any) -> bool:
