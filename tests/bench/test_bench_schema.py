@@ -7,6 +7,7 @@ MaskBench sample and two files of the official suite with Llama-3.1.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import importlib.util
 import json
@@ -275,6 +276,9 @@ def test_run_engines_interleaves_schemas_and_turns_who_goes_first(tiny_bpe_vocab
         assert [r.id for r in run.rows] == [r["id"] for r in records]
         assert run.stats["total"].passing == run.stats["S"].passing == 4
         assert run.wall_s > 0
+        # Finished rows are out of the collector's sight: a full collection set off inside
+        # a timed step must not walk the harness's own results.
+        assert not any(gc.is_tracked(r) or gc.is_tracked(r.failures) for r in run.rows)
 
 
 def test_keyword_of():

@@ -29,6 +29,7 @@ from automask.engine.masks import SHORTCUTS, BoundedCache, MaskComputer, SharedS
 from automask.engine.state import StateTable
 from automask.engine.tokens import RootTokens
 from automask.errors import GrammarError
+from automask.gc_pause import paused_gc
 from automask.grammar.ir import Grammar
 from automask.regex import nodes as rx
 
@@ -140,16 +141,19 @@ class CompiledGrammar:
         self.eos_token_ids = tuple(vocab.eos_token_ids)
         self._eos_set = frozenset(self.eos_token_ids)
         self.root = compiler.tokens
-        with time_budget(self.limits.max_compile_seconds, "compiling the grammar"):
-            _check_spelling(grammar, self.root)
-            follow = follow_lexemes(grammar)
-        self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states, follow)
-        self.parser = Parser(ParserTables(grammar), grammar.ignore, self.lexer,
-                             self.limits.max_earley_items, self.limits.max_earley_sets)
-        self.states = StateTable(self.lexer, self.parser, self.limits.max_configs)
-        self.masks = MaskComputer(self.states, self.root, self.eos_token_ids,
-                                  self.limits.mask_cache_bytes, self.limits.scan_cache_bytes,
-                                  self.limits.decision_cache_bytes, shared=compiler.scans)
+        # Collector paused: what a compile makes lives as long as the grammar (see gc_pause).
+        with paused_gc():
+            with time_budget(self.limits.max_compile_seconds, "compiling the grammar"):
+                _check_spelling(grammar, self.root)
+                follow = follow_lexemes(grammar)
+            self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states, follow)
+            self.parser = Parser(ParserTables(grammar), grammar.ignore, self.lexer,
+                                 self.limits.max_earley_items, self.limits.max_earley_sets)
+            self.states = StateTable(self.lexer, self.parser, self.limits.max_configs)
+            self.masks = MaskComputer(self.states, self.root, self.eos_token_ids,
+                                      self.limits.mask_cache_bytes,
+                                      self.limits.scan_cache_bytes,
+                                      self.limits.decision_cache_bytes, shared=compiler.scans)
 
     @property
     def vocab_size(self) -> int:

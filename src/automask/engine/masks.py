@@ -78,10 +78,13 @@ class BoundedCache(dict):
             untrack(self._anchors)  # (nodes: in no cycle)
         # Out of the collector's sight (an insert of a tracked tuple tracks a dict again):
         # what a cache holds never refers back to it, and a full collection would otherwise
-        # walk every entry of the shared scans (100k+ in a long run) each time. (``_costs``
-        # holds ints: never tracked. The check costs a tenth of the call it saves.)
+        # walk every entry of the shared scans (100k+ in a long run) each time. ``_costs``
+        # too: its values are ints, but its keys are the same tuples. (The check costs a
+        # tenth of the call it saves.)
         if is_tracked(self):
             untrack(self)
+        if is_tracked(self._costs):
+            untrack(self._costs)
         return value
 
     def _evict(self, target: int) -> None:
