@@ -145,9 +145,10 @@ class CompiledGrammar:
         with paused_gc():
             with time_budget(self.limits.max_compile_seconds, "compiling the grammar"):
                 _check_spelling(grammar, self.root)
-                follow = follow_lexemes(grammar)
+                tables = ParserTables(grammar)
+                follow = follow_lexemes(grammar, tables)
             self.lexer = LexerDFA(grammar.lexemes, self.limits.max_lexer_states, follow)
-            self.parser = Parser(ParserTables(grammar), grammar.ignore, self.lexer,
+            self.parser = Parser(tables, grammar.ignore, self.lexer,
                                  self.limits.max_earley_items, self.limits.max_earley_sets)
             self.states = StateTable(self.lexer, self.parser, self.limits.max_configs)
             self.masks = MaskComputer(self.states, self.root, self.eos_token_ids,

@@ -16,11 +16,10 @@ flag) take part in a set's identity; completed items do not affect the future.
 
 from __future__ import annotations
 
-import heapq
 import threading
 from array import array
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from automask.budget import check_time
 from automask.errors import LimitExceeded
@@ -29,6 +28,7 @@ from automask.grammar.ir import Grammar
 
 _ORIGIN_SHIFT = 32  # an item key: core | (origin uid + 1) << 32, origin 0 for "this set"
 _CORE_BITS = (1 << _ORIGIN_SHIFT) - 1
+_Node = TypeVar("_Node")  # a node of a dependency graph
 
 
 class ParserTables:
@@ -46,12 +46,16 @@ class ParserTables:
         top = len(names)  # the augmented start rule: TOP -> start
         self.nt_names.append("<top>")
         initial_cores.append([])
+        #: the rules as (lhs, rhs), symbols encoded as in next_symbol, TOP -> start first
+        self.rules: list[tuple[int, tuple[int, ...]]] = []
         for lhs, rhs in [(top, (grammar.start,))] + [(self.nt_index[p.lhs], p.rhs)
                                                       for p in grammar.productions]:
             initial_cores[lhs].append(len(self.next_symbol))
-            for sym in rhs:
-                self.next_symbol.append(sym if isinstance(sym, int) else -(self.nt_index[sym] + 1))
-                self.lhs.append(lhs)
+            encoded = tuple(sym if isinstance(sym, int) else -(self.nt_index[sym] + 1)
+                            for sym in rhs)
+            self.rules.append((lhs, encoded))
+            self.next_symbol += encoded
+            self.lhs += [lhs] * len(encoded)
             self.next_symbol.append(None)
             self.lhs.append(lhs)
         # Tuples of ints: the garbage collector stops tracking them (lists it would walk).
@@ -145,75 +149,75 @@ PREDICTION_CAP = 512
 _MISSING = object()
 
 
-def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
+def follow_lexemes(grammar: Grammar, tables: ParserTables | None = None
+                   ) -> list[set[int] | None]:
     """For each lexeme, the lexemes that may come right after it (None: anything may).
 
     Context-free FOLLOW sets over lexemes; used to drop tokens early (a token
     crossing a lexeme end must go on with a byte that can start what follows).
     Sets are bitmasks (bit ``i``: lexeme ``i``; the top bit: the end of the
-    text). The fixpoints revisit only productions whose inputs changed, in the
+    text). The fixpoints revisit only rules whose inputs changed, in the
     order of the nonterminals' dependencies: a rule is read after the rules it
     reads, so a chain of 10,000 optional properties settles in one pass, not
-    one pass per link.
+    one pass per link. ``tables``: the grammar's, if made already (its rules
+    are numbered, and its nullable set is the one FIRST needs).
     """
+    if tables is None:
+        tables = ParserTables(grammar)
     n_lex = len(grammar.lexemes)
-    prods = [(p.lhs, p.rhs) for p in grammar.productions]
-    nts = {lhs for lhs, _ in prods}
-    nullable = dict.fromkeys(nts, False)
-    first = dict.fromkeys(nts, 0)
-    uses: dict[str, list[int]] = {a: [] for a in nts}  # productions with a in their rhs
-    by_lhs: dict[str, list[int]] = {a: [] for a in nts}
-    for k, (lhs, rhs) in enumerate(prods):
+    rules, nullable = tables.rules, tables.nullable
+    n_nt = len(tables.nt_names)  # nonterminal i is -(i + 1) in a rule; the last is TOP
+    first = [0] * n_nt
+    uses: list[list[int]] = [[] for _ in range(n_nt)]  # rules with nonterminal i in their rhs
+    by_lhs: list[list[int]] = [[] for _ in range(n_nt)]
+    reads: dict[int, set[int]] = {i: set() for i in range(n_nt)}
+    for k, (lhs, rhs) in enumerate(rules):
         by_lhs[lhs].append(k)
         for sym in rhs:
-            if isinstance(sym, str):
-                uses[sym].append(k)
+            if sym < 0:
+                uses[~sym].append(k)
+                reads[lhs].add(~sym)
 
     def first_step(k: int) -> list[int]:
-        lhs, rhs = prods[k]
-        bits, all_null = 0, True
+        lhs, rhs = rules[k]
+        bits = 0
         for sym in rhs:
-            if isinstance(sym, int):
-                bits, all_null = bits | 1 << sym, False
+            if sym >= 0:
+                bits |= 1 << sym
                 break
-            bits |= first[sym]
-            if not nullable[sym]:
-                all_null = False
+            bits |= first[~sym]
+            if not nullable[~sym]:
                 break
-        if not (bits & ~first[lhs] or (all_null and not nullable[lhs])):
+        if not bits & ~first[lhs]:
             return []
         first[lhs] |= bits
-        nullable[lhs] = nullable[lhs] or all_null
         return uses[lhs]
 
     # FIRST(a) reads FIRST(b) for each b on a's right sides; FOLLOW the other way round
     # (same strongly connected parts, reversed order).
-    reads: dict[str, set[str]] = {a: set() for a in nts}
-    for lhs, rhs in prods:
-        reads[lhs].update(sym for sym in rhs if isinstance(sym, str))
     rank = _dependency_ranks(reads)
     last = max(rank.values(), default=0)
-    _fixpoint([rank[lhs] for lhs, _ in prods], first_step)
-    follow_nt = dict.fromkeys(nts, 0)
+    _fixpoint([rank[lhs] for lhs, _ in rules], first_step)
+    follow_nt = [0] * n_nt
+    follow_nt[-1] = 1 << n_lex  # TOP -> start: what follows the start is the end of the text
     follow = [0] * n_lex
-    if grammar.start in follow_nt:
-        follow_nt[grammar.start] = 1 << n_lex  # the end of the text
 
     def follow_step(k: int) -> list[int]:
-        lhs, rhs = prods[k]
+        lhs, rhs = rules[k]
         trailer, dirty = follow_nt[lhs], []
         for sym in reversed(rhs):
-            if isinstance(sym, int):
+            if sym >= 0:
                 follow[sym] |= trailer
                 trailer = 1 << sym
                 continue
-            if trailer & ~follow_nt[sym]:
-                follow_nt[sym] |= trailer
-                dirty.extend(by_lhs[sym])
-            trailer = (trailer | first[sym]) if nullable[sym] else first[sym]
+            nt = ~sym
+            if trailer & ~follow_nt[nt]:
+                follow_nt[nt] |= trailer
+                dirty += by_lhs[nt]
+            trailer = (trailer | first[nt]) if nullable[nt] else first[nt]
         return dirty
 
-    _fixpoint([last - rank[lhs] for lhs, _ in prods], follow_step)
+    _fixpoint([last - rank[lhs] for lhs, _ in rules], follow_step)
     out: list[set[int] | None] = [_bit_set(bits & ~(1 << n_lex)) for bits in follow]
     for lex in grammar.ignore:
         out[lex] = None  # ignored text may stand anywhere
@@ -225,30 +229,45 @@ def follow_lexemes(grammar: Grammar) -> list[set[int] | None]:
 
 
 def _fixpoint(ranks: list[int], step: Callable[[int], Iterable[int]]) -> None:
-    """Run ``step(k)`` for every k, then for whatever it returns as changed, until stable;
-    lowest ``ranks[k]`` first (every step counts towards a time-limit check)."""
-    queue = [(r, k) for k, r in enumerate(ranks)]
-    heapq.heapify(queue)
-    queued = bytearray(b"\1") * len(ranks)
-    while queue:
-        _, k = heapq.heappop(queue)
-        queued[k] = 0
-        check_time()
-        for other in step(k):
-            if not queued[other]:
-                queued[other] = 1
-                heapq.heappush(queue, (ranks[other], other))
+    """Run ``step(k)`` for every k, lowest ``ranks[k]`` first, and again for whatever it
+    returns as changed, until stable (every step counts towards a time-limit check).
+
+    What a step returns reads what it changed, so ranks no lower than its own:
+    one of a higher rank has not run yet and will read the settled value, so
+    only those of the same rank (a cycle) are run again, before the next rank
+    starts. No heap: one sort, then a stack per rank.
+    """
+    order = sorted(range(len(ranks)), key=ranks.__getitem__)
+    queued = bytearray(len(ranks))
+    start, n = 0, len(order)
+    while start < n:
+        rank = ranks[order[start]]
+        stop = start
+        while stop < n and ranks[order[stop]] == rank:
+            queued[order[stop]] = 1
+            stop += 1
+        work = order[start:stop]
+        work.reverse()  # (a stack: popped in rank order)
+        while work:
+            k = work.pop()
+            queued[k] = 0
+            check_time()
+            for other in step(k):
+                if not queued[other] and ranks[other] == rank:
+                    queued[other] = 1
+                    work.append(other)
+        start = stop
 
 
-def _dependency_ranks(reads: dict[str, set[str]]) -> dict[str, int]:
+def _dependency_ranks(reads: dict[_Node, set[_Node]]) -> dict[_Node, int]:
     """A rank per node such that a node ranks after every node it reads, except within a
     cycle (one rank for the whole strongly connected part). Tarjan's algorithm, iterative:
     it finishes a part only after every part the part reads."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    rank: dict[str, int] = {}
+    index: dict[_Node, int] = {}
+    low: dict[_Node, int] = {}
+    on_stack: set[_Node] = set()
+    stack: list[_Node] = []
+    rank: dict[_Node, int] = {}
     parts = 0
     for root in reads:
         if root in index:
