@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from automask.budget import check_time
 from automask.errors import LimitExceeded
@@ -28,7 +28,6 @@ from automask.grammar.ir import Grammar
 
 _ORIGIN_SHIFT = 32  # an item key: core | (origin uid + 1) << 32, origin 0 for "this set"
 _CORE_BITS = (1 << _ORIGIN_SHIFT) - 1
-_Node = TypeVar("_Node")  # a node of a dependency graph
 
 
 class ParserTables:
@@ -170,13 +169,13 @@ def follow_lexemes(grammar: Grammar, tables: ParserTables | None = None
     first = [0] * n_nt
     uses: list[list[int]] = [[] for _ in range(n_nt)]  # rules with nonterminal i in their rhs
     by_lhs: list[list[int]] = [[] for _ in range(n_nt)]
-    reads: dict[int, set[int]] = {i: set() for i in range(n_nt)}
+    reads: list[list[int]] = [[] for _ in range(n_nt)]  # (repeats: harmless to Tarjan)
     for k, (lhs, rhs) in enumerate(rules):
         by_lhs[lhs].append(k)
         for sym in rhs:
             if sym < 0:
                 uses[~sym].append(k)
-                reads[lhs].add(~sym)
+                reads[lhs].append(~sym)
 
     def first_step(k: int) -> list[int]:
         lhs, rhs = rules[k]
@@ -196,7 +195,7 @@ def follow_lexemes(grammar: Grammar, tables: ParserTables | None = None
     # FIRST(a) reads FIRST(b) for each b on a's right sides; FOLLOW the other way round
     # (same strongly connected parts, reversed order).
     rank = _dependency_ranks(reads)
-    last = max(rank.values(), default=0)
+    last = max(rank, default=0)
     _fixpoint([rank[lhs] for lhs, _ in rules], first_step)
     follow_nt = [0] * n_nt
     follow_nt[-1] = 1 << n_lex  # TOP -> start: what follows the start is the end of the text
@@ -259,43 +258,48 @@ def _fixpoint(ranks: list[int], step: Callable[[int], Iterable[int]]) -> None:
         start = stop
 
 
-def _dependency_ranks(reads: dict[_Node, set[_Node]]) -> dict[_Node, int]:
-    """A rank per node such that a node ranks after every node it reads, except within a
-    cycle (one rank for the whole strongly connected part). Tarjan's algorithm, iterative:
-    it finishes a part only after every part the part reads."""
-    index: dict[_Node, int] = {}
-    low: dict[_Node, int] = {}
-    on_stack: set[_Node] = set()
-    stack: list[_Node] = []
-    rank: dict[_Node, int] = {}
-    parts = 0
-    for root in reads:
-        if root in index:
+def _dependency_ranks(reads: list[list[int]]) -> list[int]:
+    """A rank per node ``0 .. len(reads) - 1`` such that a node ranks after every node it
+    reads (``reads[v]``), except within a cycle (one rank for the whole strongly
+    connected part). Tarjan's algorithm, iterative: it finishes a part only after every
+    part the part reads."""
+    n = len(reads)
+    index = [-1] * n
+    low = [0] * n
+    on_stack = bytearray(n)
+    stack: list[int] = []
+    rank = [0] * n
+    parts = counter = 0
+    for root in range(n):
+        if index[root] >= 0:
             continue
-        index[root] = low[root] = len(index)
+        index[root] = low[root] = counter
+        counter += 1
         stack.append(root)
-        on_stack.add(root)
+        on_stack[root] = 1
         work = [(root, iter(reads[root]))]
         while work:
             v, it = work[-1]
             for w in it:
-                if w not in index:
-                    index[w] = low[w] = len(index)
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
                     stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(reads.get(w, ()))))
+                    on_stack[w] = 1
+                    work.append((w, iter(reads[w])))
                     break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
+                if on_stack[w] and index[w] < low[v]:
+                    low[v] = index[w]
             else:
                 work.pop()
                 if work:
                     u = work[-1][0]
-                    low[u] = min(low[u], low[v])
+                    if low[v] < low[u]:
+                        low[u] = low[v]
                 if low[v] == index[v]:
                     while True:
                         w = stack.pop()
-                        on_stack.discard(w)
+                        on_stack[w] = 0
                         rank[w] = parts
                         if w == v:
                             break
