@@ -74,7 +74,7 @@ class Node:
     nullable: bool
     uid: int
     plain: bool
-    counted: bool
+    counted: int  # the bytes a count inside spans (see _make): clamp changes nothing within
     _cuts: int | None
     _derivs: dict[int, int]  # byte -> the derivative's uid
     _raw_derivs: dict[int, int] | None  # byte -> the raw derivative's uid (_raw_derive)
@@ -178,6 +178,10 @@ def node_count() -> int:
     return len(_intern)
 
 
+#: Node.counted of an intersection: clamp always looks inside (see _clamp_and)
+_ALWAYS_CLAMPED = 1 << 62
+
+
 def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
     node = _interned(key)
     if node is not None:
@@ -200,11 +204,18 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         parts = [c for c in (fields.get("a"), fields.get("b"), *fields.get("items", ()))
                  if c is not None]
         node.plain = kind not in (K_AND, K_NOT) and all(c.plain for c in parts)
-        # a repeat count or an intersection somewhere inside: what clamp may change (it
-        # keeps a star or a plus, and whatever holds neither)
-        node.counted = kind == K_AND or (
-            kind == K_REPEAT and (node.hi is not None or node.lo >= 2)) or any(
-            c.counted for c in parts)
+        # What clamp may change: a repeat count or an intersection somewhere inside (it
+        # keeps a star or a plus, and whatever holds neither). As the most bytes a count
+        # spans (the count times its body's shortest string, where clamp reckons so), so
+        # clamp(node, limit) is node itself when that is within the limit: a key's
+        # whitespace gap, x{0,24}, is clamped by no vocabulary.
+        span = _ALWAYS_CLAMPED if kind == K_AND else max(
+            (c.counted for c in parts), default=0)
+        if kind == K_REPEAT and (node.hi is not None or node.lo >= 2):
+            body = node.a
+            shortest = _minlen(body) if body.plain and not body.nullable else None
+            span = max(span, max(node.lo, node.hi or 0) * (shortest or 1))
+        node.counted = span
         node.uid = uid = next(_uids)
         node._cuts = node._live = node._first = node._cont = node._forced = None
         node._meas = node._alpha = node._alpha_text = node._req = None
@@ -899,7 +910,7 @@ def clamp(node: Node, limit: int) -> Node:
     one token scan, and an email address under ``maxLength`` scan as a plain
     email address.
     """
-    if not node.counted:
+    if node.counted <= limit:  # every count fits: nothing changes (see _make)
         return node
     found = _clamped(node, limit)
     if found is not None:
