@@ -598,9 +598,11 @@ def test_clamp_returns_a_node_whose_counts_fit_as_is() -> None:
     # ``counted`` is the most bytes a count spans (count x the body's shortest string):
     # within the limit no count can change, so clamp gives the node back with no walk (a
     # key's whitespace gap, and each new key, under every vocabulary).
-    gap_key = parse_regex(r'[ \t\n\r]{0,24}"name"[ \t\n\r]{0,24}:')
+    gap_key = parse_regex(r'[ \t\n\r]{0,24}"a key no other test names"[ \t\n\r]{0,24}:')
     assert gap_key.counted == 24
-    assert rx.clamp(gap_key, 24) is gap_key and gap_key._clamps is None  # nothing walked
+    memo = dict(gap_key._clamps or {})  # (interned: whatever clamped it before stays)
+    assert rx.clamp(gap_key, 24) is gap_key and (gap_key._clamps or {}) == memo  # no walk
+    assert 24 not in memo
     assert parse_regex("(ab){0,64}c").counted == 128 and parse_regex("(a?){0,9}").counted == 9
     assert rx.clamp(parse_regex("x(abc){2,7}"), 20) is parse_regex("x(abc){2,}")  # 21 > 20
     assert parse_regex("a*b").counted == 0
