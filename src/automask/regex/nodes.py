@@ -208,7 +208,8 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         # keeps a star or a plus, and whatever holds neither). As the most bytes a count
         # spans (the count times its body's shortest string, where clamp reckons so), so
         # clamp(node, limit) is node itself when that is within the limit: a key's
-        # whitespace gap, x{0,24}, is clamped by no vocabulary.
+        # whitespace gap, x{0,24}, stays as it is under any vocabulary whose longest
+        # token has 24 bytes or more.
         span = _ALWAYS_CLAMPED if kind == K_AND else max(
             (c.counted for c in parts), default=0)
         if kind == K_REPEAT and (node.hi is not None or node.lo >= 2):

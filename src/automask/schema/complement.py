@@ -100,7 +100,7 @@ def without(schema: Any, kw: str | None = None) -> Any:
     be applied a second time, and a relative one would move the base)."""
     if type(schema) is Shape:
         return _shape_without(schema, kw)
-    return {k: v for k, v in schema.items() if k != kw and k not in EXPANDED and k != "$id"}
+    return {k: v for k, v in schema.items() if k not in EXPANDED and k not in (kw, "$id")}
 
 
 def expanded(m: Subschema) -> Subschema:
