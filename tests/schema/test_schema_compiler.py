@@ -812,6 +812,84 @@ def test_an_if_chain_over_a_required_tag_is_not_a_case_per_subset(tiny_bpe_vocab
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+def test_a_complement_leaves_out_the_members_that_hold_beside_it(tiny_bpe_vocab,
+                                                                monkeypatch):
+    """``not (M and R)`` where ``M`` holds is ``not R``: each ``oneOf`` branch built on a
+    shared base is conjoined with the other branch's complement, and the base's own
+    complement (a branch per constrained property) is left out of it. The language is
+    the reference's."""
+    from automask.schema import conjunctions
+
+    schema = {"$defs": {"base": {"type": "object", "properties": {
+        "n": {"type": "string", "minLength": 1}, "m": {"type": "integer", "minimum": 0}}}},
+        "oneOf": [{"allOf": [{"$ref": "#/$defs/base"}, {"required": ["a"]}]},
+                  {"allOf": [{"$ref": "#/$defs/base"}, {"required": ["b"]}]}]}
+    sizes = []
+    real_negation = conjunctions.negation
+
+    def watched(conj, report, operand, held=()):
+        out = real_negation(conj, report, operand, held)
+        sizes.append(len(out))
+        return out
+
+    monkeypatch.setattr(conjunctions, "negation", watched)
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert sizes == [1, 1]  # "no b" beside branch 0, "no a" beside branch 1 (were 4 each)
+    ref = reference_validator(schema)
+    for text in ('{"a": 1}', '{"b": 1}', '{"a": 1, "b": 1}', '{}', '{"a": 1, "n": ""}',
+                 '{"n": "x", "a": 1}', '{"m": -1, "b": 1}', '{"m": 2, "b": 1}', '"a"'):
+        assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
+
+
+def test_a_property_of_another_type_than_a_complement_needs_is_disjoint(tiny_bpe_vocab,
+                                                                         monkeypatch):
+    """A complement's branch "``p`` is present and fails ``{"type": "string"}``" excludes
+    strings at ``p``; beside a member that requires ``p`` to be a string it holds of
+    nothing, and is dropped before it multiplies the rules of the next ``not``."""
+    from automask.schema import one_of
+
+    schema = {"type": "object", "required": ["p"], "properties": {"p": {"type": "string"}},
+              "not": {"properties": {"p": {"type": "string"}, "q": {"type": "integer"}}}}
+    kept = []
+    real_consistent = one_of.OneOf.consistent
+
+    def watched(self, branches, members):
+        out = real_consistent(self, branches, members)
+        kept.append((len(branches), len(out)))
+        return out
+
+    monkeypatch.setattr(one_of.OneOf, "consistent", watched)
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert kept[0] == (2, 1)  # "p not a string" is dropped; "q not an integer" is kept
+    ref = reference_validator(schema)
+    for text in ('{"p": "s"}', '{"p": "s", "q": 1}', '{"p": "s", "q": "1"}', '{"p": 1}',
+                 '{"q": "1"}', '{}'):
+        assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
+
+
+def test_a_not_the_other_members_imply_is_dropped(tiny_bpe_vocab, monkeypatch):
+    """``C and not X`` is ``C`` where ``C`` implies a branch of ``not X``: here ``C``
+    forbids ``a``, which ``X`` requires, so the ``not`` is not distributed at all. The
+    language is the reference's."""
+    from automask.schema import one_of
+
+    schema = {"type": "object", "properties": {"a": False},
+              "not": {"required": ["a"], "properties": {"b": {"type": "string"}}}}
+    answers = []
+    real_absorbed = one_of.OneOf.absorbed
+
+    def watched(self, branches, members):
+        answers.append(real_absorbed(self, branches, members))
+        return answers[-1]
+
+    monkeypatch.setattr(one_of.OneOf, "absorbed", watched)
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert answers == [True]
+    ref = reference_validator(schema)
+    for text in ('{}', '{"b": 1}', '{"b": "s"}', '{"a": 1}', '{"a": 1, "b": 2}', '1'):
+        assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
+
+
 def test_properties_that_only_refer_to_one_definition_share_its_rule(tiny_bpe_vocab,
                                                                      monkeypatch):
     """A property that is only ``{"$ref": …}`` (annotations aside) adds nothing to its

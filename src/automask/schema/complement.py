@@ -31,7 +31,7 @@ them first and unions the complements of every member of the expansion.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import replace
 from typing import Any
 
@@ -59,13 +59,23 @@ Sub = Callable[..., Shape]
 """``sub("properties", "a")``: the subschema at that path, embedded in place."""
 
 
-def negation(conj: Conjoin, report: Report, operand: Subschema) -> list[list[Subschema]]:
-    """The complement of ``operand`` as a union of conjunctions (see complement.py)."""
+def negation(conj: Conjoin, report: Report, operand: Subschema,
+             held: Container[str] = ()) -> list[list[Subschema]]:
+    """The complement of ``operand`` as a union of conjunctions (see complement.py),
+    where the schema objects at the positions ``held`` hold.
+
+    ``not (M and R)`` is ``not M or not R``, and where ``M`` holds only ``not R`` is
+    left: so a member of the operand's expansion that is held adds no branch. (Each
+    ``oneOf`` branch of ``{"allOf": [{"$ref": "#/$defs/base"}, …]}`` is conjoined with
+    the negations of the others, which hold ``base`` too: its complement's branches,
+    one per property of ``base``, multiplied the rules made per branch.)"""
     members = conj.expand([operand])
     if members is None:
         return [[]]  # not false: anything
     out: list[list[Subschema]] = []
     for x in members:
+        if x.uri in held:
+            continue
         conj.check_keywords(x)
 
         def sub(*path, x=x) -> Shape:

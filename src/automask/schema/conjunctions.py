@@ -29,7 +29,7 @@ from automask.schema.lowering import Options, Report
 from automask.schema.normalize import negated_types_of, shape, types_of
 from automask.schema.number_keywords import NumberKeywords
 from automask.schema.objects import Objects
-from automask.schema.one_of import OneOf
+from automask.schema.one_of import INERT_FOR, OneOf
 from automask.schema.refs import References, changes_base, scope_of
 from automask.schema.shapes import Shape, keywords_of, negated
 from automask.schema.strings import Strings
@@ -69,7 +69,14 @@ def only_a_reference(m: Subschema) -> bool:
     return "$ref" in keywords and keywords <= DESCRIPTIVE
 
 
+def held_positions(members: list[Subschema]) -> set[str]:
+    """The positions whose schema objects hold wherever all of ``members`` do: theirs,
+    and for a member less the keywords expansion followed (``…/~``), its object's."""
+    return {u[:-2] if u.endswith("/~") else u for u in (m.uri for m in members)}
+
+
 ALL_TYPES = frozenset(TYPES)
+EMBEDDED = frozenset({"embedded"})
 NO_TYPES: frozenset[str] = frozenset()
 
 
@@ -355,13 +362,18 @@ class Conjunctions:
             before = [expanded(x) for x in members[:i]] + [
                 Subschema(m.uri + "/~not", without(m.schema, "not"), m.base)]
             after = [expanded(x) for x in members[i + 1:]]
-            branches = negation(self, self.report, Subschema(m.uri + "/not", view.not_, m.base))
+            branches = negation(self, self.report, Subschema(m.uri + "/not", view.not_, m.base),
+                                held_positions(members[:i] + members[i + 1:]))
             # a branch the other members contradict (a key they require, absent there;
             # another type) adds nothing, and each one left multiplies the rules made
             # for every `not` still to distribute
             branches = self.one_of.consistent(branches, before + after)
             if not branches:
                 return Terminal(rx.EMPTY)
+            if self.one_of.absorbed(branches, before + after):
+                # the others imply the complement: the `not` adds nothing (C and not X is
+                # C where C implies not X), and distributing it multiplied the rules
+                return self.conj_ref(before + after)
             # the complement's members right after the `not`'s own (property order)
             return Choice(tuple(self.conj_ref(before + b + after) for b in branches))
         return self.typed(members)
@@ -453,6 +465,8 @@ class Conjunctions:
     def _negated_types(self, m: Subschema) -> frozenset[str]:
         view = shape(m)
         n = view.not_
+        while type(n) is Shape and n.keywords == EMBEDDED:  # (a complement's `not`)
+            n = n.embedded.schema
         if n is None:
             return NO_TYPES
         if n is True:
@@ -464,8 +478,11 @@ class Conjunctions:
         kws = set(keywords_of(n)) - ANNOTATIONS
         if not kws:
             return ALL_TYPES  # not {} is not true
-        if kws == {"type"}:
-            return negated_types_of(n)
+        if "type" in kws:
+            # the types where `n` holds of every value: its type's, less those its other
+            # keywords constrain (`not {"type": "string", "minimum": 1}`: every string)
+            kws.discard("type")
+            return frozenset(t for t in negated_types_of(n) if kws <= INERT_FOR[t])
         if kws <= {"enum", "const"}:
             if any(isinstance(v, (dict, list)) for v in view.not_excludes):
                 self.report.unsupported("'not' of object or array values", m, "not")

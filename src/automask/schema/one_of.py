@@ -34,6 +34,10 @@ STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
 NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                               "multipleOf"})
 TYPE_KEYWORDS = OBJECT_KEYWORDS | ARRAY_KEYWORDS | STRING_KEYWORDS | NUMBER_KEYWORDS
+NOT_ONLY = frozenset({"not"})
+TYPE_ONLY = frozenset({"type"})
+FORBIDDING = frozenset({"type", "properties"})
+OBJECT_ONLY = frozenset({"object"})
 # Per type: what a schema may hold and still hold for every value of that type.
 INERT_FOR = {t: ANNOTATIONS | (TYPE_KEYWORDS - own) for t, own in {
     "object": OBJECT_KEYWORDS, "array": ARRAY_KEYWORDS, "string": STRING_KEYWORDS,
@@ -112,6 +116,7 @@ class OneOf:
 
     def __init__(self, conj: Conjoin):
         self.conj = conj
+        self._held: dict[tuple[str, ...], tuple] = {}
 
     def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
         """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
@@ -148,7 +153,7 @@ class OneOf:
         whose signature is disjoint from theirs holds of no value that they hold of."""
         if len(branches) < 2:
             return branches
-        held = self.signature(members, set(TYPES))
+        held = self.held(members)
         if held == ("never",):
             return []
         out = []
@@ -160,6 +165,41 @@ class OneOf:
             if sig != ("never",) and not sigs_disjoint(held, sig):
                 out.append(branch)
         return out
+
+    def held(self, members: list[Subschema]) -> tuple:
+        """The signature of the conjunction of ``members`` (kept: the distribution of
+        each ``not`` reads it twice, and one conjunction's several times)."""
+        key = tuple(m.uri for m in members)
+        sig = self._held.get(key)
+        if sig is None:
+            sig = self._held[key] = self.signature(members, set(TYPES))
+        return sig
+
+    def absorbed(self, branches: list[list[Subschema]], members: list[Subschema]) -> bool:
+        """Whether every value that ``members`` hold of satisfies one of ``branches`` (a
+        sufficient, cheap test): then conjoining their union adds nothing. Recognized:
+        a branch with no member; one that excludes types ``members`` rule out; one that
+        forbids keys ``members`` forbid (a ``required`` key's complement)."""
+        if any(not branch for branch in branches):
+            return True
+        shapes = [b[0].schema for b in branches if len(b) == 1 and type(b[0].schema) is Shape]
+        shapes = [s for s in shapes if s.keywords == FORBIDDING or s.keywords == NOT_ONLY]
+        if not shapes:
+            return False
+        held = self.held(members)
+        if held == ("never",):
+            return True
+        types, rules = held[0], held[3]
+        for s in shapes:
+            n = s.not_
+            if s.keywords == NOT_ONLY:
+                if type(n) is Shape and n.keywords == TYPE_ONLY and not types & n.types:
+                    return True
+            elif s.types == OBJECT_ONLY and types <= OBJECT_ONLY and not s.object.required \
+                    and all(p is False and not rules.admits(k)
+                            for k, p in s.object.properties.items()):
+                return True
+        return False
 
     def one_of_by_type(self, subs: list[Subschema], rest: list[Subschema],
                        at: Subschema) -> Expr | None:
