@@ -153,6 +153,8 @@ class Objects:
         if out:
             return out
         add = view.extra(self.strict)
+        if add is True:  # (a true member adds nothing to the value's conjunction)
+            return []
         if add is False:
             return None
         return [Subschema(f"{m.uri}/additionalProperties", add, m.base)]
