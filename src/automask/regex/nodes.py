@@ -182,10 +182,14 @@ def node_count() -> int:
 _ALWAYS_CLAMPED = 1 << 62
 
 
-def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
-    node = _interned(key)
-    if node is not None:
-        return node
+def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
+          b: Node | None = None, items: tuple[Node, ...] = (), words: tuple[bytes, ...] = (),
+          lo: int = 0, hi: int | None = None, bits: int = 0) -> Node:
+    ref = _intern.get(key)
+    if ref is not None:
+        node = ref()
+        if node is not None:
+            return node
     with _lock:
         node = _interned(key)
         if node is not None:
@@ -193,29 +197,34 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         check_time()
         node = Node()
         node.kind = kind
-        node.a = fields.get("a")  # type: ignore[assignment]  # (None: the kind has no part)
-        node.b = fields.get("b")  # type: ignore[assignment]
-        node.items = fields.get("items", ())
-        node.words = fields.get("words", ())
-        node.lo = fields.get("lo", 0)
-        node.hi = fields.get("hi")
-        node.bits = fields.get("bits", 0)
+        node.a = a  # type: ignore[assignment]  # (None: the kind has no part)
+        node.b = b  # type: ignore[assignment]
+        node.items = items
+        node.words = words
+        node.lo = lo
+        node.hi = hi
+        node.bits = bits
         node.nullable = nullable
-        parts = [c for c in (fields.get("a"), fields.get("b"), *fields.get("items", ()))
-                 if c is not None]
-        node.plain = kind not in (K_AND, K_NOT) and all(c.plain for c in parts)
         # What clamp may change: a repeat count or an intersection somewhere inside (it
         # keeps a star or a plus, and whatever holds neither). As the most bytes a count
         # spans (the count times its body's shortest string, where clamp reckons so), so
         # clamp(node, limit) is node itself when that is within the limit: a key's
         # whitespace gap, x{0,24}, stays as it is under any vocabulary whose longest
         # token has 24 bytes or more.
-        span = _ALWAYS_CLAMPED if kind == K_AND else max(
-            (c.counted for c in parts), default=0)
-        if kind == K_REPEAT and (node.hi is not None or node.lo >= 2):
-            body = node.a
-            shortest = _minlen(body) if body.plain and not body.nullable else None
-            span = max(span, max(node.lo, node.hi or 0) * (shortest or 1))
+        if items:
+            plain = kind != K_AND and kind != K_NOT and all(c.plain for c in items)
+            span = max(c.counted for c in items)
+        elif a is not None:
+            plain = kind != K_AND and kind != K_NOT and a.plain and (b is None or b.plain)
+            span = a.counted if b is None or a.counted >= b.counted else b.counted
+        else:
+            plain, span = True, 0
+        node.plain = plain
+        if kind == K_AND:
+            span = _ALWAYS_CLAMPED
+        elif kind == K_REPEAT and (hi is not None or lo >= 2):
+            shortest = _minlen(a) if a.plain and not a.nullable else None  # type: ignore[union-attr]
+            span = max(span, max(lo, hi or 0) * (shortest or 1))
         node.counted = span
         node.uid = uid = next(_uids)
         node._cuts = node._live = node._first = node._cont = node._forced = None
@@ -229,8 +238,8 @@ def _make(key: tuple, kind: int, nullable: bool, **fields) -> Node:
         ref.uid = uid
         untrack(ref)
         untrack(node)
-        if node.items:
-            untrack(node.items)
+        if items:
+            untrack(items)
         untrack(key)
         _intern[key] = ref
         _by_uid[uid] = ref
@@ -267,9 +276,28 @@ def byte_range(lo: int, hi: int) -> Node:
 ANY_BYTE = byte_set(FULL_BITS)
 
 
-def literal(data: bytes) -> Node:
-    """The exact byte string ``data``."""
-    return concat(*(byte_set(1 << c) for c in data))
+#: the node of each single byte, held for good (literals are made of them)
+_SINGLE_BYTES = tuple(byte_set(1 << c) for c in range(256))
+
+
+def literal(data: bytes, after: Node | None = None) -> Node:
+    """The exact byte string ``data`` (then ``after``): ``concat`` of its bytes, built
+    with one table lookup per byte where the chain is alive already (keys and enum
+    values are made again by every conjunction that holds them)."""
+    node = EPS if after is None else after
+    if node is EMPTY:
+        return EMPTY
+    intern, single = _intern, _SINGLE_BYTES
+    for c in reversed(data):
+        part = single[c]
+        if node is EPS:
+            node = part
+            continue
+        key = ("cat", part.uid, node.uid)
+        ref = intern.get(key)
+        found = None if ref is None else ref()
+        node = found if found is not None else _make(key, K_CONCAT, False, a=part, b=node)
+    return node
 
 
 #: The well-formed UTF-8 byte sequences of one code point, as byte ranges per
@@ -331,7 +359,12 @@ def _concat2(a: Node, b: Node) -> Node:
     if b is EPS:
         return a
     if a.kind != K_CONCAT:
-        return _make(("cat", a.uid, b.uid), K_CONCAT, a.nullable and b.nullable, a=a, b=b)
+        key = ("cat", a.uid, b.uid)
+        ref = _intern.get(key)  # (most are alive: the lookup without the call)
+        found = None if ref is None else ref()
+        if found is not None:
+            return found
+        return _make(key, K_CONCAT, a.nullable and b.nullable, a=a, b=b)
     # keep concatenations right-nested: a's spine (a1 (a2 (… an))) is put in front of b
     # one part at a time from the right, in a loop (a spine may be thousands long)
     spine = []

@@ -63,7 +63,7 @@ def literal_string_node(value: str, after: rx.Node = rx.EPS) -> rx.Node:
     except UnicodeEncodeError:  # a lone surrogate: literal_text reports it
         data = None
     if data is not None and not data.translate(None, JSON_STRING_CODE.plain):
-        return rx.concat(*(rx.byte_set(1 << b) for b in b'"%s"' % data), after)
+        return rx.literal(b'"%s"' % data, after)
     return rx.concat(string_node(utf8.literal_text(value)), after)
 
 
