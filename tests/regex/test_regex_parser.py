@@ -364,6 +364,21 @@ def test_long_literal_does_not_recurse_per_byte() -> None:
     assert _m(parse_regex("(a|b)" * 3000 + "c"), "ab" * 1500 + "c")
 
 
+@pytest.mark.parametrize("data", [b"", b"a", b'"key"', bytes(range(256))])
+@pytest.mark.parametrize("after", ["eps", "empty", "literal", "star", "concat"])
+def test_a_literal_is_the_concatenation_of_its_bytes(data: bytes, after: str) -> None:
+    """``literal(data, after)`` builds its chain its own way (a lookup per byte): the
+    node is the one ``concat`` makes of the bytes and ``after``, under interning."""
+    tail = {"eps": rx.EPS, "empty": rx.EMPTY, "literal": rx.literal(b"zz"),
+            "star": rx.repeat(rx.literal(b" "), 0, None),
+            "concat": rx.concat(rx.repeat(rx.literal(b"ab"), 1, 3), rx.literal(b":"))}[after]
+    expected = rx.concat(*(rx.byte_set(1 << c) for c in data), tail)
+    assert rx.literal(data, tail) is expected
+    if after == "eps":
+        assert rx.literal(data) is expected
+    assert rx.matches(expected, data + b"zz") is (after == "literal")
+
+
 def test_surrogate_pair_in_pattern_text_is_one_code_point() -> None:
     # A str can hold an unpaired-looking pair, e.g. from surrogatepass decoding.
     node = parse_regex("\ud83d\ude00+")
