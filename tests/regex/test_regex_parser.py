@@ -379,6 +379,41 @@ def test_a_literal_is_the_concatenation_of_its_bytes(data: bytes, after: str) ->
     assert rx.matches(expected, data + b"zz") is (after == "literal")
 
 
+def test_alphabets_are_memoized_on_every_part_as_computed_alone() -> None:
+    """``_alphabet`` keeps its answer on each node below the one asked (the derivatives of
+    an intersection share most of its parts); each kept answer is the one a walk of that
+    part alone gives, in both modes (plain bytes, and any-character as no byte)."""
+    def alone(n: rx.Node, whole: rx.Node | None) -> int:
+        if n is whole:
+            return 0
+        if n.kind == rx.K_BYTES:
+            return n.bits
+        if n.kind in (rx.K_NOT, rx.K_ENC):
+            return rx.FULL_BITS
+        bits = 0
+        for c in (n.a, n.b, *n.items):
+            if c is not None:
+                bits |= alone(c, whole)
+        return bits
+
+    def parts(n: rx.Node) -> list[rx.Node]:
+        out, stack = {}, [n]
+        while stack:
+            x = stack.pop()
+            if x.uid not in out:
+                out[x.uid] = x
+                stack += [c for c in (x.a, x.b, *x.items) if c is not None]
+        return list(out.values())
+
+    node = rx.intersect(parse_regex("(ab|[0-9]{2,4})+x?"), rx.alt(
+        parse_regex(".*9.*"), rx.complement(parse_regex("a.*")), parse_regex("[a-c]+")))
+    for whole, slot in ((None, "_alpha"), (rx.any_char(), "_alpha_text")):
+        assert rx._alphabet(node, whole) == alone(node, whole)
+        for part in parts(node):
+            assert getattr(part, slot) in (None, alone(part, whole)), rx.to_pattern(part)
+        assert all(getattr(p, slot) is not None for p in node.items)  # (not below a not)
+
+
 def test_surrogate_pair_in_pattern_text_is_one_code_point() -> None:
     # A str can hold an unpaired-looking pair, e.g. from surrogatepass decoding.
     node = parse_regex("\ud83d\ude00+")

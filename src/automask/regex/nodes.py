@@ -609,28 +609,40 @@ def _alphabet(node: Node, whole: Node | None = None) -> int:
 
     With ``whole`` (the any-character node), its occurrences count as no byte:
     a result within ASCII then says ``node`` is built of whole characters, so
-    it matches valid text only."""
+    it matches valid text only. Memoized on every node below ``node`` too (parts
+    first, iteratively: concatenation chains can be long), so the derivatives of
+    an intersection, which share most of its parts, each cost their new parts: a
+    liveness check of a multipleOf automaton walked the whole graph per derivative."""
     slot = "_alpha" if whole is None else "_alpha_text"  # (memoized on the node)
     found = getattr(node, slot)
     if found is not None:
         return found
-    bits, seen, stack = 0, set(), [node]
-    while stack:  # iterative: concatenation chains can be long
-        n = stack.pop()
-        known = getattr(n, slot)
-        if known is not None:
-            bits |= known
-        elif n is not whole and n.uid not in seen:
-            seen.add(n.uid)
-            if n.kind == K_BYTES:
-                bits |= n.bits
-            elif n.kind in (K_NOT, K_ENC):
-                bits = FULL_BITS
-                break
-            else:
-                stack.extend(c for c in (n.a, n.b, *n.items) if c is not None)
-    setattr(node, slot, bits)
-    return bits
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if getattr(n, slot) is not None:
+            stack.pop()
+            continue
+        kind = n.kind
+        if n is whole:
+            bits = 0
+        elif kind == K_BYTES:
+            bits = n.bits
+        elif kind == K_NOT or kind == K_ENC:
+            bits = FULL_BITS
+        else:
+            parts = [c for c in (n.a, n.b, *n.items) if c is not None]
+            pending = [c for c in parts if getattr(c, slot) is None]
+            if pending:
+                stack += pending
+                continue
+            bits = 0
+            for c in parts:
+                bits |= getattr(c, slot)
+        setattr(n, slot, bits)
+        stack.pop()
+    result: int = getattr(node, slot)
+    return result
 
 
 def _required(node: Node) -> int:
