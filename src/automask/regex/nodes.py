@@ -222,8 +222,8 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
         node.plain = plain
         if kind == K_AND:
             span = _ALWAYS_CLAMPED
-        elif kind == K_REPEAT and (hi is not None or lo >= 2):
-            shortest = _minlen(a) if a.plain and not a.nullable else None  # type: ignore[union-attr]
+        elif kind == K_REPEAT and a is not None and (hi is not None or lo >= 2):
+            shortest = _minlen(a) if a.plain and not a.nullable else None
             span = max(span, max(lo, hi or 0) * (shortest or 1))
         node.counted = span
         node.uid = uid = next(_uids)

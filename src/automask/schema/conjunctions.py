@@ -465,7 +465,8 @@ class Conjunctions:
     def _negated_types(self, m: Subschema) -> frozenset[str]:
         view = shape(m)
         n = view.not_
-        while type(n) is Shape and n.keywords == EMBEDDED:  # (a complement's `not`)
+        while type(n) is Shape and n.keywords == EMBEDDED and n.embedded is not None:
+            # (a complement's `not`: the subschema it embeds)
             n = n.embedded.schema
         if n is None:
             return NO_TYPES
