@@ -117,6 +117,7 @@ class OneOf:
     def __init__(self, conj: Conjoin):
         self.conj = conj
         self._held: dict[tuple[str, ...], tuple] = {}
+        self._parts: dict[tuple, tuple] = {}
 
     def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
         """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
@@ -161,14 +162,15 @@ class OneOf:
             if not branch:  # (no member: any value)
                 out.append(branch)
                 continue
-            sig = self.signature(branch, set(TYPES))
+            sig = self.held(branch)
             if sig != ("never",) and not sigs_disjoint(held, sig):
                 out.append(branch)
         return out
 
     def held(self, members: list[Subschema]) -> tuple:
-        """The signature of the conjunction of ``members`` (kept: the distribution of
-        each ``not`` reads it twice, and one conjunction's several times)."""
+        """The signature of the conjunction of ``members`` (kept, by their positions: the
+        distribution of each ``not`` reads the other members' twice, and the same
+        complement branches are read again in every conjunction that holds the ``not``)."""
         key = tuple(m.uri for m in members)
         sig = self._held.get(key)
         if sig is None:
@@ -223,6 +225,17 @@ class OneOf:
             return None
         return Choice(tuple(self.conj.conj_ref(rest + [typed, sub]) for sub in subs))
 
+    def _part(self, sub: Subschema, depth: int) -> tuple:
+        """The signature of a property's or a nested branch's subschema (kept: every
+        conjunction that holds a member signs its properties again). Keyed by the
+        subschema's object as well as its position, and holding it, so no other object
+        can meet the entry under a reused id."""
+        key = (sub.uri, id(sub.schema), sub.base, depth)
+        found = self._parts.get(key)
+        if found is None or found[0] is not sub.schema:
+            found = self._parts[key] = (sub.schema, self.signature([sub], set(TYPES), depth))
+        return found[1]
+
     def signature(self, branch: list[Subschema], types: set, depth: int = 0, *,
                   required: frozenset = frozenset()) -> tuple:
         """What :func:`sigs_disjoint` compares: supersets of a branch's types and
@@ -246,8 +259,8 @@ class OneOf:
             if nested:  # the value is one of the branches': narrow to their union
                 if depth >= 3 or not all(isinstance(b, (dict, Shape)) for b in nested):
                     continue
-                subs = [self.signature([Subschema(f"{m.uri}/~{i}", b, m.base)], set(TYPES),
-                                       depth + 1) for i, b in enumerate(nested)]
+                subs = [self._part(Subschema(f"{m.uri}/~{i}", b, m.base), depth + 1)
+                        for i, b in enumerate(nested)]
                 subs = [x for x in subs if x != ("never",)]
                 types &= set().union(*(x[0] for x in subs))
                 if all(x[2] is not None for x in subs):
@@ -258,8 +271,8 @@ class OneOf:
             for k, p in view.object.properties.items() if depth == 0 else ():
                 # (only the branch's own keys are compared; below, values alone)
                 if isinstance(p, (dict, Shape)):
-                    sig = self.signature([Subschema(f"{m.uri}/properties/{k}", p, m.base)],
-                                         set(TYPES), depth + 1)
+                    sig = self._part(Subschema(f"{m.uri}/properties/{k}", p, m.base),
+                                     depth + 1)
                     if sig != ("never",):
                         props.setdefault(k, []).append(sig)
         types = types_of(members, types)
