@@ -834,14 +834,14 @@ def test_a_complement_leaves_out_the_members_that_hold_beside_it(tiny_bpe_vocab,
         "oneOf": [{"allOf": [{"$ref": "#/$defs/base"}, {"required": ["a"]}]},
                   {"allOf": [{"$ref": "#/$defs/base"}, {"required": ["b"]}]}]}
     sizes = []
-    real_negation = conjunctions.negation
+    real_complement = conjunctions.Conjunctions.complement_beside
 
-    def watched(conj, report, operand, held=()):
-        out = real_negation(conj, report, operand, held)
+    def watched(self, operand, others):
+        out = real_complement(self, operand, others)
         sizes.append(len(out))
         return out
 
-    monkeypatch.setattr(conjunctions, "negation", watched)
+    monkeypatch.setattr(conjunctions.Conjunctions, "complement_beside", watched)
     compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
     assert sizes == [1, 1]  # "no b" beside branch 0, "no a" beside branch 1 (were 4 each)
     ref = reference_validator(schema)

@@ -59,23 +59,21 @@ Sub = Callable[..., Shape]
 """``sub("properties", "a")``: the subschema at that path, embedded in place."""
 
 
-def negation(conj: Conjoin, report: Report, operand: Subschema,
-             held: Container[str] = ()) -> list[list[Subschema]]:
-    """The complement of ``operand`` as a union of conjunctions (see complement.py),
-    where the schema objects at the positions ``held`` hold.
+#: The complement of an operand, by member of its expansion: each member's position and
+#: its complement's branches (a position of None: the operand is ``false``, whose
+#: complement is anything). The union of all the branches is the complement.
+Negation = list[tuple[str | None, list[list[Subschema]]]]
 
-    ``not (M and R)`` is ``not M or not R``, and where ``M`` holds only ``not R`` is
-    left: so a member of the operand's expansion that is held adds no branch. (Each
-    ``oneOf`` branch of ``{"allOf": [{"$ref": "#/$defs/base"}, …]}`` is conjoined with
-    the negations of the others, which hold ``base`` too: its complement's branches,
-    one per property of ``base``, multiplied the rules made per branch.)"""
+
+def negation(conj: Conjoin, report: Report, operand: Subschema) -> Negation:
+    """The complement of ``operand`` as a union of conjunctions (see complement.py), by
+    member of its expansion: ``not (M and R)`` is ``not M or not R``, so where ``M``
+    holds beside the ``not``, only ``not R`` is left (see :func:`branches_beside`)."""
     members = conj.expand([operand])
     if members is None:
-        return [[]]  # not false: anything
-    out: list[list[Subschema]] = []
+        return [(None, [[]])]  # not false: anything
+    out: Negation = []
     for x in members:
-        if x.uri in held:
-            continue
         conj.check_keywords(x)
 
         def sub(*path, x=x) -> Shape:
@@ -93,12 +91,18 @@ def negation(conj: Conjoin, report: Report, operand: Subschema,
                 # lenient: drop the keyword from the operand (a smaller complement)
                 report.unsupported(f"'not' of {e.keyword}", x, e.keyword)
                 schema = without(schema, e.keyword)
-        for k, b in enumerate(branches):
-            if b is True:
-                out.append([])
-            else:
-                out.append([Subschema(f"{x.uri}/~neg{k}", b, x.base)])
+        out.append((x.uri, [[] if b is True else [Subschema(f"{x.uri}/~neg{k}", b, x.base)]
+                            for k, b in enumerate(branches)]))
     return out
+
+
+def branches_beside(parts: Negation, held: Container[str]) -> list[list[Subschema]]:
+    """The branches of a complement (:func:`negation`) where the schema objects at the
+    positions ``held`` hold: a held member of the operand's expansion adds none. (Each
+    ``oneOf`` branch of ``{"allOf": [{"$ref": "#/$defs/base"}, …]}`` is conjoined with
+    the negations of the others, which hold ``base`` too: its complement's branches,
+    one per property of ``base``, multiplied the rules made per branch.)"""
+    return [branch for at, branches in parts if at not in held for branch in branches]
 
 
 def without(schema: Any, kw: str | None = None) -> Any:
