@@ -185,6 +185,8 @@ _ALWAYS_CLAMPED = 1 << 62
 def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
           b: Node | None = None, items: tuple[Node, ...] = (), words: tuple[bytes, ...] = (),
           lo: int = 0, hi: int | None = None, bits: int = 0) -> Node:
+    """The node under ``key``: the live one, else a new one of these parts (most calls
+    find it alive, so that lookup comes first, with no call)."""
     ref = _intern.get(key)
     if ref is not None:
         node = ref()
@@ -281,22 +283,16 @@ _SINGLE_BYTES = tuple(byte_set(1 << c) for c in range(256))
 
 
 def literal(data: bytes, after: Node | None = None) -> Node:
-    """The exact byte string ``data`` (then ``after``): ``concat`` of its bytes, built
-    with one table lookup per byte where the chain is alive already (keys and enum
-    values are made again by every conjunction that holds them)."""
+    """The exact byte string ``data`` (then ``after``): ``concat`` of its bytes, made
+    from the table of single-byte nodes (keys and enum values are made again by every
+    conjunction that holds them)."""
     node = EPS if after is None else after
     if node is EMPTY:
         return EMPTY
-    intern, single = _intern, _SINGLE_BYTES
     for c in reversed(data):
-        part = single[c]
-        if node is EPS:
-            node = part
-            continue
-        key = ("cat", part.uid, node.uid)
-        ref = intern.get(key)
-        found = None if ref is None else ref()
-        node = found if found is not None else _make(key, K_CONCAT, False, a=part, b=node)
+        part = _SINGLE_BYTES[c]
+        node = part if node is EPS else _make(("cat", part.uid, node.uid), K_CONCAT, False,
+                                              a=part, b=node)
     return node
 
 
@@ -359,12 +355,7 @@ def _concat2(a: Node, b: Node) -> Node:
     if b is EPS:
         return a
     if a.kind != K_CONCAT:
-        key = ("cat", a.uid, b.uid)
-        ref = _intern.get(key)  # (most are alive: the lookup without the call)
-        found = None if ref is None else ref()
-        if found is not None:
-            return found
-        return _make(key, K_CONCAT, a.nullable and b.nullable, a=a, b=b)
+        return _make(("cat", a.uid, b.uid), K_CONCAT, a.nullable and b.nullable, a=a, b=b)
     # keep concatenations right-nested: a's spine (a1 (a2 (… an))) is put in front of b
     # one part at a time from the right, in a loop (a spine may be thousands long)
     spine = []
