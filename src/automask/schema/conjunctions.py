@@ -368,13 +368,14 @@ class Conjunctions:
             # a branch the other members contradict (a key they require, absent there;
             # another type) adds nothing, and each one left multiplies the rules made
             # for every `not` still to distribute
-            branches = self.one_of.consistent(branches, before + after)
+            others = before + after
+            branches = self.one_of.consistent(branches, others)
             if not branches:
                 return Terminal(rx.EMPTY)
-            if self.one_of.absorbed(branches, before + after):
+            if self.one_of.absorbed(branches, others):
                 # the others imply the complement: the `not` adds nothing (C and not X is
                 # C where C implies not X), and distributing it multiplied the rules
-                return self.conj_ref(before + after)
+                return self.conj_ref(others)
             # the complement's members right after the `not`'s own (property order)
             return Choice(tuple(self.conj_ref(before + b + after) for b in branches))
         return self.typed(members)

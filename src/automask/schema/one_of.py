@@ -17,6 +17,7 @@ from automask.schema.subschema import (
     ANNOTATIONS,
     TYPES,
     Subschema,
+    escape,
     json_key,
     json_type,
 )
@@ -116,8 +117,7 @@ class OneOf:
 
     def __init__(self, conj: Conjoin):
         self.conj = conj
-        self._held: dict[tuple[str, ...], tuple] = {}
-        self._parts: dict[tuple, tuple] = {}
+        self._signed: dict[tuple[tuple[str, ...], int], tuple] = {}
 
     def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
         """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
@@ -154,7 +154,7 @@ class OneOf:
         whose signature is disjoint from theirs holds of no value that they hold of."""
         if len(branches) < 2:
             return branches
-        held = self.held(members)
+        held = self.signed(members)
         if held == ("never",):
             return []
         out = []
@@ -162,19 +162,20 @@ class OneOf:
             if not branch:  # (no member: any value)
                 out.append(branch)
                 continue
-            sig = self.held(branch)
+            sig = self.signed(branch)
             if sig != ("never",) and not sigs_disjoint(held, sig):
                 out.append(branch)
         return out
 
-    def held(self, members: list[Subschema]) -> tuple:
-        """The signature of the conjunction of ``members`` (kept, by their positions: the
-        distribution of each ``not`` reads the other members' twice, and the same
-        complement branches are read again in every conjunction that holds the ``not``)."""
-        key = tuple(m.uri for m in members)
-        sig = self._held.get(key)
+    def signed(self, members: list[Subschema], depth: int = 0) -> tuple:
+        """:meth:`signature` of the conjunction of ``members``, kept per compile by their
+        positions: the distribution of each ``not`` reads the other members' twice, the
+        same complement branches are read in every conjunction that holds the ``not``,
+        and every conjunction that holds a member signs its properties again."""
+        key = (tuple(m.uri for m in members), depth)
+        sig = self._signed.get(key)
         if sig is None:
-            sig = self._held[key] = self.signature(members, set(TYPES))
+            sig = self._signed[key] = self.signature(members, set(TYPES), depth)
         return sig
 
     def absorbed(self, branches: list[list[Subschema]], members: list[Subschema]) -> bool:
@@ -188,7 +189,7 @@ class OneOf:
         shapes = [s for s in shapes if s.keywords == FORBIDDING or s.keywords == NOT_ONLY]
         if not shapes:
             return False
-        held = self.held(members)
+        held = self.signed(members)
         if held == ("never",):
             return True
         types, rules = held[0], held[3]
@@ -225,17 +226,6 @@ class OneOf:
             return None
         return Choice(tuple(self.conj.conj_ref(rest + [typed, sub]) for sub in subs))
 
-    def _part(self, sub: Subschema, depth: int) -> tuple:
-        """The signature of a property's or a nested branch's subschema (kept: every
-        conjunction that holds a member signs its properties again). Keyed by the
-        subschema's object as well as its position, and holding it, so no other object
-        can meet the entry under a reused id."""
-        key = (sub.uri, id(sub.schema), sub.base, depth)
-        found = self._parts.get(key)
-        if found is None or found[0] is not sub.schema:
-            found = self._parts[key] = (sub.schema, self.signature([sub], set(TYPES), depth))
-        return found[1]
-
     def signature(self, branch: list[Subschema], types: set, depth: int = 0, *,
                   required: frozenset = frozenset()) -> tuple:
         """What :func:`sigs_disjoint` compares: supersets of a branch's types and
@@ -259,7 +249,7 @@ class OneOf:
             if nested:  # the value is one of the branches': narrow to their union
                 if depth >= 3 or not all(isinstance(b, (dict, Shape)) for b in nested):
                     continue
-                subs = [self._part(Subschema(f"{m.uri}/~{i}", b, m.base), depth + 1)
+                subs = [self.signed([Subschema(f"{m.uri}/~{i}", b, m.base)], depth + 1)
                         for i, b in enumerate(nested)]
                 subs = [x for x in subs if x != ("never",)]
                 types &= set().union(*(x[0] for x in subs))
@@ -271,8 +261,8 @@ class OneOf:
             for k, p in view.object.properties.items() if depth == 0 else ():
                 # (only the branch's own keys are compared; below, values alone)
                 if isinstance(p, (dict, Shape)):
-                    sig = self._part(Subschema(f"{m.uri}/properties/{k}", p, m.base),
-                                     depth + 1)
+                    sig = self.signed([Subschema(f"{m.uri}/properties/{escape(k)}", p,
+                                                 m.base)], depth + 1)
                     if sig != ("never",):
                         props.setdefault(k, []).append(sig)
         types = types_of(members, types)
