@@ -232,6 +232,7 @@ class OneOf:
         values, of the values of its properties (where finite), and its key rules.
         ``required``: keys that every object conjoined with the branch has (its
         context's)."""
+        types = set(types)  # narrowed below: the caller's set is shared between branches
         try:
             members = self.conj.expand(branch)
         except GrammarError:
