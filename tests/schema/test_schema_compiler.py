@@ -697,8 +697,9 @@ def test_one_of_complements_only_the_branches_that_may_overlap(tiny_bpe_vocab, m
     branches that may overlap it, and no other (one disjoint from it fails wherever it
     holds). Here ``a`` and ``b`` overlap (``{"x": 1, "y": "s"}`` is both) and ``c``, whose
     required tag has a value neither of them allows, overlaps neither; the language is
-    the reference's."""
-    from automask.schema import conjunctions
+    the reference's. (The general lowering: plain object branches are read key by key,
+    see ``test_one_of_objects``.)"""
+    from automask.schema import conjunctions, one_of_objects
 
     schema = {"type": "object", "oneOf": [
         {"properties": {"x": {"type": "integer"}, "t": {"const": "a"}}, "required": ["x"]},
@@ -712,6 +713,7 @@ def test_one_of_complements_only_the_branches_that_may_overlap(tiny_bpe_vocab, m
         return real_negated(m)
 
     monkeypatch.setattr(conjunctions, "negated", watched)
+    monkeypatch.setattr(one_of_objects.OneOfObjects, "lower", lambda self, *a: None)
     compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
     assert sorted(negated) == ["0", "1"]  # a's complement for b, b's for a; none of c
     ref = reference_validator(schema)
@@ -826,8 +828,9 @@ def test_a_complement_leaves_out_the_members_that_hold_beside_it(tiny_bpe_vocab,
     """``not (M and R)`` where ``M`` holds is ``not R``: each ``oneOf`` branch built on a
     shared base is conjoined with the other branch's complement, and the base's own
     complement (a branch per constrained property) is left out of it. The language is
-    the reference's."""
-    from automask.schema import conjunctions
+    the reference's. (The general lowering: see ``test_one_of_objects`` for plain object
+    branches read key by key.)"""
+    from automask.schema import conjunctions, one_of_objects
 
     schema = {"$defs": {"base": {"type": "object", "properties": {
         "n": {"type": "string", "minLength": 1}, "m": {"type": "integer", "minimum": 0}}}},
@@ -842,6 +845,7 @@ def test_a_complement_leaves_out_the_members_that_hold_beside_it(tiny_bpe_vocab,
         return out
 
     monkeypatch.setattr(conjunctions.Conjunctions, "complement_beside", watched)
+    monkeypatch.setattr(one_of_objects.OneOfObjects, "lower", lambda self, *a: None)
     compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
     assert sizes == [1, 1]  # "no b" beside branch 0, "no a" beside branch 1 (were 4 each)
     ref = reference_validator(schema)

@@ -13,6 +13,8 @@ becomes one grammar rule, memoized by the schema positions it holds, so recursiv
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from automask.budget import check_time_now
 from automask.errors import GrammarError, LimitExceeded
 from automask.grammar.ir import Choice, Expr, Ref, Terminal
@@ -24,12 +26,13 @@ from automask.schema.complement import Negation, branches_beside, expanded, nega
 from automask.schema.concrete import ConcreteValues
 from automask.schema.conditionals import conditionals
 from automask.schema.json_text import JsonPieces, literal_node
-from automask.schema.keywords import check_values
+from automask.schema.keywords import HANDLED, check_values
 from automask.schema.lowering import Options, Report
 from automask.schema.normalize import negated_types_of, shape, types_of
 from automask.schema.number_keywords import NumberKeywords
 from automask.schema.objects import Objects
 from automask.schema.one_of import INERT_FOR, OneOf
+from automask.schema.one_of_objects import OneOfObjects
 from automask.schema.refs import References, changes_base, scope_of
 from automask.schema.shapes import Shape, keywords_of, negated
 from automask.schema.strings import Strings
@@ -42,19 +45,6 @@ from automask.schema.subschema import (
     pointer,
 )
 from automask.schema.values import enumerated
-
-HANDLED = frozenset({
-    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
-    "minLength", "maxLength", "pattern", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
-    "minProperties", "maxProperties",
-    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
-    "minContains", "maxContains", "uniqueItems",
-    "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-    "$dynamicRef",
-})
-
 
 # What a schema may hold beside "$ref" and still say nothing of its own: annotations,
 # less those that change what references resolve to (a base URI, anchors, definitions).
@@ -148,6 +138,7 @@ class Conjunctions:
         self.objects = objects = Objects(self, strings, annotations, report, options.strict)
         self.arrays = Arrays(self, annotations, report)
         self.one_of = OneOf(self)
+        self.one_of_objects = OneOfObjects(self, objects, self.one_of, strings, options)
         self.values = ConcreteValues(self, strings, numbers, objects, report, options.strict)
 
     def close(self) -> None:
@@ -155,7 +146,7 @@ class Conjunctions:
         the compile's whole state to the cyclic collector, whose pass over it would then
         land in some later step (see :mod:`automask.gc_pause`)."""
         del self.strings, self.numbers, self.annotations, self.objects, self.arrays
-        del self.one_of, self.values
+        del self.one_of, self.one_of_objects, self.values
         for table in (self.positions, self._interned, self._memo, self._scoped, self._negations):
             table.clear()
 
@@ -347,6 +338,8 @@ class Conjunctions:
                 overlaps = self.one_of.overlaps(subs, rest) if kw == "oneOf" else []
                 if any(overlaps):
                     split = self.one_of.one_of_by_type(subs, rest, m)
+                    if split is None:
+                        split = self.one_of_objects.lower(rest, subs, m)
                     if split is not None:
                         return split
                     # Exactly one: branch i holds and every other branch fails; one
@@ -390,6 +383,16 @@ class Conjunctions:
         if parts is None:
             parts = self._negations[operand.uri] = negation(self, self.report, operand)
         return branches_beside(parts, held_positions(others))
+
+    def inside(self, build: Callable[[], Expr]) -> Expr:
+        """``build()``, whose conjunctions are of the values inside the one being
+        compiled (its members or items): another instance position, where none of the
+        conjunctions open here is (see :meth:`conj_ref`)."""
+        here, self._here = self._here, set()
+        try:
+            return build()
+        finally:
+            self._here = here
 
     def types(self, members: list[Subschema]) -> set[str]:
         """The JSON types every member's ``type`` allows."""
@@ -438,15 +441,10 @@ class Conjunctions:
             scalar = rx.alt(scalar, numeric)
         if scalar is not rx.EMPTY:
             alternatives.append(Terminal(scalar))
-        if "object" in types or "array" in types:
-            here, self._here = self._here, set()  # values inside: another instance position
-            try:
-                if "object" in types:
-                    alternatives.append(self.objects.object(members))
-                if "array" in types:
-                    alternatives.append(self.arrays.array(members))
-            finally:
-                self._here = here
+        if "object" in types:
+            alternatives.append(self.inside(lambda: self.objects.object(members)))
+        if "array" in types:
+            alternatives.append(self.inside(lambda: self.arrays.array(members)))
         if not alternatives:
             return Terminal(rx.EMPTY)
         return alternatives[0] if len(alternatives) == 1 else Choice(tuple(alternatives))

@@ -13,6 +13,21 @@ from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded
 from automask.schema.subschema import Subschema, count, escape, is_number, pointer
 
+# The keywords the compiler reads (besides annotations, and unevaluated* where tracked);
+# any other is ignored, as JSON Schema ignores unknown keywords.
+HANDLED = frozenset({
+    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties",
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
+    "minContains", "maxContains", "uniqueItems",
+    "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+    "$dynamicRef",
+})
+
+
 COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
           "minContains", "maxContains")
 

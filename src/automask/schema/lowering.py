@@ -10,6 +10,7 @@ need not import it (it imports them).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,6 +48,12 @@ class Conjoin(Protocol):
 
     rules: dict[str, Expr]
     json: JsonPieces
+    tracks: bool  # whether unevaluated* annotations are tracked by position
+
+    def inside(self, build: Callable[[], Expr]) -> Expr:
+        """``build()`` for the values inside the one being compiled (another instance
+        position)."""
+        ...
 
     def conj_ref(self, members: list[Subschema]) -> Expr:
         """A rule for the conjunction of ``members`` (memoized)."""

@@ -1,0 +1,416 @@
+"""``oneOf`` of object schemas whose branches overlap, key by key.
+
+Exactly one branch must hold. The general lowering writes, for each branch, the
+branch and the complement of every branch it may share a value with; each
+complement is a choice (a key the other forbids, a required key missing, a
+value the other rejects), and their conjunction multiplies out: eight variants
+of a closed object that differ in an optional ``"type"`` tag made tens of
+thousands of conjunctions and never finished compiling.
+
+Here the object is read once, in one key order, and the state is the set of
+branches that still hold: a key's absence drops the branches that require it;
+its value, split into classes by exactly which branches' schemas it meets,
+keeps the branches it meets; a key after the declared ones keeps the open
+branches. The object is valid where one branch is left at the end. The states
+are sets of branches that some object prefix leaves, few in practice (a tag
+value leaves one), where the complements multiply with every branch.
+
+Only plain object branches are taken (``type``, ``properties``, ``required``,
+``additionalProperties``, references and annotations); anything else declines
+(None) and the general lowering runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+from automask.budget import check_time
+from automask.errors import GrammarError, LimitExceeded
+from automask.grammar.ir import Choice, Expr, Ref, Seq, Terminal
+from automask.regex import nodes as rx
+from automask.regex import utf8
+from automask.schema.json_text import string_node
+from automask.schema.keywords import HANDLED
+from automask.schema.lowering import Conjoin, Options
+from automask.schema.normalize import shape, types_of
+from automask.schema.objects import Objects
+from automask.schema.one_of import OneOf, sigs_disjoint
+from automask.schema.shapes import Shape, keywords_of, negated, written
+from automask.schema.strings import Strings
+from automask.schema.subschema import ANNOTATIONS, TYPES, Subschema, escape
+
+# What a branch member may hold: object keywords whose conjunction is read key by key.
+PLAIN = ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$ref",
+                       "allOf", "embedded"}
+UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
+# Keywords whose complement the compiler refuses (besides additionalProperties schemas and
+# object or array values): a value class that needs one is left out instead.
+UNCOMPLEMENTED = frozenset({"patternProperties", "format", "uniqueItems"})
+MAX_STATES = 4096  # sets of branches still holding, over all key positions
+MAX_CLASSES = 256  # value classes at one key (sets of branch schemas a value meets)
+MAX_NEGATED = 40  # schema objects a value schema may reach and still be complemented
+MAX_MERGE = 1_000_000  # slots times keys in one merge step of the branches' key orders
+
+Branches = frozenset  # of branch indices
+
+
+class Branch:
+    """One branch's members (the context's included) and its object keywords."""
+
+    def __init__(self, members: list[Subschema], strict: bool):
+        self.views = [(m, shape(m).object) for m in members]
+        self.types = types_of(members)
+        required = dict.fromkeys(k for _, v in self.views for k in v.required)
+        self.required = frozenset(required)
+        extras = [v.extra(strict) for _, v in self.views]
+        self.open = all(x is True for x in extras)
+        self.plain_extras = all(x is True or x is False for x in extras)
+        order: dict[str, None] = {}
+        for _, v in self.views:
+            order.update(dict.fromkeys(v.properties))
+        order.update(required)
+        self.order = list(order)
+
+
+def plain(m: Subschema) -> bool:
+    """Whether ``m`` says nothing but :data:`PLAIN` (unknown keywords are ignored)."""
+    s = m.schema
+    if any(kw in HANDLED or kw in UNEVALUATED for kw in keywords_of(s) - PLAIN):
+        return False
+    o = shape(m).object
+    return not (o.pattern_properties or o.has_property_names or o.key_outside is not None
+                or o.min_properties is not None or o.max_properties is not None)
+
+
+class Slot(NamedTuple):
+    """A place for key ``name`` in the merged order, and the branches that write it
+    there (each branch writes each of its keys at one slot)."""
+
+    name: str
+    owners: set[int]
+
+
+def merged_slots(orders: list[list[str]]) -> list[Slot] | None:
+    """A sequence of key slots in which every branch's keys stand in the branch's own
+    order: each order merged in along a longest common subsequence, so a key that two
+    branches place differently gets two slots. None when too large to merge."""
+    slots: list[Slot] = []
+    for i, order in enumerate(orders):
+        if len(slots) * len(order) > MAX_MERGE:
+            return None
+        # lcs[a][b]: the longest common subsequence of slots[a:] and order[b:]
+        lcs = [[0] * (len(order) + 1) for _ in range(len(slots) + 1)]
+        for a in range(len(slots) - 1, -1, -1):
+            for b in range(len(order) - 1, -1, -1):
+                lcs[a][b] = (lcs[a + 1][b + 1] + 1 if slots[a].name == order[b]
+                             else max(lcs[a + 1][b], lcs[a][b + 1]))
+        out: list[Slot] = []
+        a = b = 0
+        while a < len(slots) or b < len(order):
+            if a < len(slots) and b < len(order) and slots[a].name == order[b] \
+                    and lcs[a][b] == lcs[a + 1][b + 1] + 1:
+                slots[a].owners.add(i)
+                out.append(slots[a])
+                a, b = a + 1, b + 1
+            elif b == len(order) or a < len(slots) and lcs[a + 1][b] >= lcs[a][b + 1]:
+                out.append(slots[a])
+                a += 1
+            else:
+                out.append(Slot(order[b], {i}))
+                b += 1
+        slots = out
+    return slots
+
+
+class OneOfObjects:
+    """Lowers ``oneOf`` of plain object schemas by the set of branches still holding."""
+
+    def __init__(self, conj: Conjoin, objects: Objects, one_of: OneOf, strings: Strings,
+                 options: Options):
+        self.conj = conj
+        self.json = conj.json
+        self.rules = conj.rules
+        self.objects = objects
+        self.one_of = one_of
+        self.strings = strings
+        self.strict = options.strict
+        self._content: dict[int, str] = {}  # id(schema) -> canonical text (schemas live on)
+        self._small: dict[str, bool] = {}  # position -> whether its complement is small
+
+    def lower(self, rest: list[Subschema], subs: list[Subschema], at: Subschema
+              ) -> Expr | None:
+        """Exactly one of ``subs`` beside ``rest``, or None when a branch is not plain."""
+        if self.conj.tracks:
+            return None
+        branches: list[Branch] = []
+        for sub in subs:
+            members = self.conj.expand(rest + [sub])
+            if members is None:
+                continue  # a false branch holds nowhere
+            if not all(plain(m) for m in members):
+                return None
+            for m in members:
+                self.conj.check_keywords(m)
+            branches.append(Branch(members, self.strict))
+        others = self.other_types(branches)
+        if others is None:
+            return None
+        holding = [b for b in branches if "object" in b.types]
+        alternatives: list[Expr] = []
+        if others:
+            alternatives.append(self.conj.conj_ref(
+                [Subschema(at.uri + "/~oneOfTypes", written(type=sorted(others)), at.base)]))
+        if holding:
+            if not all(b.plain_extras for b in holding):
+                return None
+            slots = merged_slots([b.order for b in holding])
+            if slots is None or self.declines(holding, slots):
+                return None
+            alternatives.append(self.conj.inside(lambda: self.object(holding, slots)))
+        if not alternatives:
+            return Terminal(rx.EMPTY)
+        return alternatives[0] if len(alternatives) == 1 else Choice(tuple(alternatives))
+
+    @staticmethod
+    def other_types(branches: list[Branch]) -> list[str] | None:
+        """The types other than object of which exactly one branch holds: there its
+        object keywords are inert, so it holds of every value (None: only non-integer
+        numbers would be left, which a type cannot say)."""
+        left = [t for t in TYPES if t != "object" and sum(t in b.types for b in branches) == 1]
+        if "number" in left and "integer" not in left:
+            return None
+        return left
+
+    def object(self, branches: list[Branch], slots: list[Slot]) -> Expr:
+        """``{`` the keys slot by slot, then extra keys ``}``, one rule per (slot,
+        branches still holding, keys of several slots written so far, none written
+        yet); valid where exactly one branch is left."""
+        js = self.json
+        sep = js.item_sep()
+        n = len(slots)
+        every = frozenset(range(len(branches)))
+        last = {slot.name: i for i, slot in enumerate(slots)}
+        # keys with several slots: written at most once, so the state says which are
+        # (until their last slot has passed)
+        repeated = {slot.name for i, slot in enumerate(slots) if last[slot.name] != i}
+        # a required key not written by its last slot drops the branches requiring it
+        requiring = [frozenset(j for j, b in enumerate(branches) if slot.name in b.required)
+                     if last[slot.name] == i else frozenset() for i, slot in enumerate(slots)]
+        opened = frozenset(i for i, b in enumerate(branches) if b.open)
+        extra_member = js.member(string_node(utf8.text_except(list(last))), js.any_value())
+        memo: dict[tuple[int, Branches, frozenset, bool], Expr] = {}
+        rules = self.rules
+
+        def rule_for(key: tuple[int, Branches, frozenset, bool], result: Expr) -> Expr:
+            name = f"obj{len(rules)}"
+            rules[name] = result
+            memo[key] = Ref(name)
+            return memo[key]
+
+        def end(alive: Branches, first: bool) -> Expr:
+            """After the declared keys: extra keys keep the open branches."""
+            extras = len(alive & opened) == 1
+            if first:  # (the empty object is the enclosing choice's)
+                return self.objects.extra_run(extra_member if extras else None,
+                                                   True, 1, None)
+            if len(alive) == 1:
+                return self.objects.extra_run(extra_member if extras else None,
+                                                   False, 0, None)
+            return self.objects.extra_run(extra_member if extras else None,
+                                               False, 1, None)
+
+        def tail(i: int, alive: Branches, written: frozenset, first: bool) -> Expr:
+            key = (i, alive, written, first)
+            found = memo.get(key)
+            if found is not None:
+                return found
+            if len(memo) >= MAX_STATES:
+                raise LimitExceeded("oneOf of objects needs too many states")
+            check_time()
+            if i == n:
+                return rule_for(key, end(alive, first))
+            name = slots[i].name
+            out: list[Expr] = []
+            done = written - {name} if last[name] == i else written
+            absent = alive if name in written else alive - requiring[i]
+            if absent:
+                out.append(tail(i + 1, absent, done, first))
+            if name not in written:
+                now = done | {name} if name in repeated and last[name] != i else done
+                for value, kept in self.value_classes(branches, alive, name):
+                    member = js.member(name, value)
+                    head = member if first else Seq((sep, member))
+                    out.append(Seq((head, tail(i + 1, kept, now, False))))
+            result: Expr = Choice(tuple(out)) if out else Terminal(rx.EMPTY)
+            return rule_for(key, result)
+
+        empty = sum(1 for b in branches if not b.required) == 1
+        try:
+            return js.enclose("{", tail(0, every, frozenset(), True), "}", empty)
+        finally:
+            tail = rule_for = end = None  # type: ignore[assignment]  # (see Objects.object_body)
+
+    def kinds(self, branches: list[Branch], alive: Branches, name: str
+              ) -> tuple[list[Subschema], list[tuple[list[Subschema], list[int]]], Branches]:
+        """What the ``alive`` branches require of key ``name``'s value: the schemas they
+        all require, then the rest grouped by equal text (schemas, branches), and the
+        branches that require nothing more (they keep every value the first part
+        admits). A branch that forbids the key is in none."""
+        groups: dict[tuple[str, ...], tuple[list[Subschema], list[int]]] = {}
+        texts: dict[str, Subschema] = {}
+        for i in sorted(alive):
+            schemas: list[Subschema] = []
+            for m, view in branches[i].views:
+                found = self.objects.value_schemas_for_key(m, view, name)
+                if found is None:
+                    break
+                schemas += found
+            else:
+                keyed = {self.content(s): s for s in schemas}
+                texts.update(keyed)
+                groups.setdefault(tuple(sorted(keyed)), (schemas, []))[1].append(i)
+        shared = set.intersection(*(set(k) for k in groups)) if groups else set()
+        anything: list[int] = []
+        kinds = []
+        for key, (_, ids) in groups.items():
+            own = [texts[k] for k in key if k not in shared]
+            if own:
+                kinds.append((own, ids))
+            else:
+                anything += ids
+        return [texts[k] for k in sorted(shared)], kinds, frozenset(anything)
+
+    def declines(self, branches: list[Branch], slots: list[Slot]) -> bool:
+        """Whether some key's values split in a way :meth:`value_classes` does not
+        write (checked for all branches at once: a subset's split is coarser)."""
+        every = frozenset(range(len(branches)))
+        for name in dict.fromkeys(slot.name for slot in slots):
+            _, kinds, anything = self.kinds(branches, every, name)
+            if len(kinds) + bool(anything) > 1 and (
+                    any(len(own) != 1 for own, _ in kinds)
+                    or cliques(self.overlaps(kinds), MAX_CLASSES) is None):
+                return True
+        return False
+
+    def overlaps(self, kinds: list[tuple[list[Subschema], list[int]]]) -> list[set[int]]:
+        """For each kind, the others some value may meet with it (a pair left out is
+        surely disjoint: by their signatures, or for two string schemas, by their
+        texts, which tells tags written as patterns apart: ``^SEQ$``, ``^CHOICE$``)."""
+        signs = [self.one_of.signed(own) for own, _ in kinds]
+        texts: dict[int, rx.Node | None] = {}
+
+        def text(t: int) -> rx.Node | None:
+            if t not in texts:
+                members = self.conj.expand(kinds[t][0])
+                texts[t] = None if members is None or signs[t][0] - {"string"} or any(
+                    "format" in keywords_of(m.schema) for m in members
+                ) else self.strings.string_constraints(members)
+            return texts[t]
+
+        def meet(t: int, u: int) -> bool:
+            if signs[t] == ("never",) or signs[u] == ("never",) or \
+                    sigs_disjoint(signs[t], signs[u]):
+                return False
+            a, b = text(t), text(u)
+            return a is None or b is None or rx.intersect(a, b) is not rx.EMPTY
+
+        return [{u for u in range(len(kinds)) if u != t and meet(t, u)}
+                for t in range(len(kinds))]
+
+    def value_classes(self, branches: list[Branch], alive: Branches, name: str
+                      ) -> list[tuple[Expr, Branches]]:
+        """The values of key ``name`` split by which of the ``alive`` branches they
+        keep: per class, its rule and those branches (see :meth:`kinds`)."""
+        shared, kinds, anything = self.kinds(branches, alive, name)
+        meets = self.overlaps(kinds)
+        out = []
+        for chosen in cliques(meets, MAX_CLASSES) or ():
+            if not chosen and not anything:
+                continue
+            # the values that meet exactly the schemas of ``chosen``: one disjoint from a
+            # chosen schema fails there anyway (no complement needed)
+            outside = [u for u in range(len(kinds)) if u not in chosen
+                       and all(u in meets[t] for t in chosen)]
+            if not all(self.small(kinds[u][0][0]) for u in outside):
+                # Its complement multiplies out (an array of a five-way ``oneOf``: some
+                # item that fails all five or meets two). The class is left out: those
+                # values are not written here, which loses valid objects (an open
+                # branch's value for this key that the others' schema rejects) and
+                # admits no invalid one.
+                continue
+            members = shared + [s for t in chosen for s in kinds[t][0]] + [
+                negated(kinds[u][0][0]) for u in outside]
+            kept = frozenset(i for t in chosen for i in kinds[t][1]) | anything
+            out.append((self.conj.conj_ref(members), kept))
+        return out
+
+    def small(self, m: Subschema) -> bool:
+        """Whether ``m`` reaches at most :data:`MAX_NEGATED` schema objects (through
+        references, properties, items and combinators: the size its complement's
+        branches grow with) and none whose complement is refused (see ``docs/
+        json-schema.md``, ``not``)."""
+        found = self._small.get(m.uri)
+        if found is None:
+            found = self._small[m.uri] = self._reach(m) <= MAX_NEGATED
+        return found
+
+    def _reach(self, start: Subschema) -> int:
+        seen: set[str] = set()
+        todo = [start]
+        while todo and len(seen) <= MAX_NEGATED:
+            try:
+                members = self.conj.expand([todo.pop()]) or []
+            except GrammarError:
+                return MAX_NEGATED + 1
+            for m in members:
+                if m.uri in seen:
+                    continue
+                seen.add(m.uri)
+                view = shape(m)
+                if view.keywords & UNCOMPLEMENTED or view.object.has_additional and \
+                        isinstance(view.object.additional, (dict, Shape)) or any(
+                        isinstance(v, (dict, list)) for vs in view.values for v in vs):
+                    return MAX_NEGATED + 1
+                todo += [Subschema(f"{m.uri}/properties/{escape(k)}", p, m.base)
+                         for k, p in view.object.properties.items()]
+                todo += [Subschema(f"{m.uri}/{kw}/{i}", b, m.base)
+                         for kw in ("anyOf", "oneOf") for i, b in enumerate(
+                             view.branches(kw) or ()) if isinstance(b, (dict, Shape))]
+                for kw, child in (("items", view.array.rest), ("not", view.not_),
+                                  ("additionalProperties", view.object.additional)):
+                    if isinstance(child, (dict, Shape)):
+                        todo.append(Subschema(f"{m.uri}/{kw}", child, m.base))
+                todo += [Subschema(f"{m.uri}/prefixItems/{i}", p, m.base)
+                         for i, p in enumerate(view.array.prefix) if isinstance(p, (dict, Shape))]
+        return len(seen)
+
+    def content(self, m: Subschema) -> str:
+        """A schema's text with its base URI: equal texts at one base hold of the same
+        values, wherever they stand (a compiler-written shape is its position)."""
+        s = m.schema
+        if type(s) is Shape or not isinstance(s, dict):
+            return f"{m.base}|@{m.uri}" if type(s) is Shape else f"{m.base}|{s!r}"
+        text = self._content.get(id(s))
+        if text is None:
+            try:
+                text = json.dumps(s, sort_keys=True)
+            except (TypeError, ValueError):
+                text = "@" + m.uri
+            text = self._content[id(s)] = f"{m.base}|{text}"
+        return text
+
+
+def cliques(meets: list[set[int]], most: int) -> list[tuple[int, ...]] | None:
+    """Every set of pairwise overlapping indices, the empty one included (None when
+    there are more than ``most``)."""
+    out: list[tuple[int, ...]] = []
+    todo: list[tuple[tuple[int, ...], list[int]]] = [((), list(range(len(meets))))]
+    while todo:
+        chosen, candidates = todo.pop()
+        out.append(chosen)
+        if len(out) > most:
+            return None
+        for j, c in enumerate(candidates):
+            todo.append((chosen + (c,), [d for d in candidates[j + 1:] if d in meets[c]]))
+    return out
