@@ -137,8 +137,8 @@ class Conjunctions:
                                                      options.strict)
         self.objects = objects = Objects(self, strings, annotations, report, options.strict)
         self.arrays = Arrays(self, annotations, report)
-        self.one_of = OneOf(self)
-        self.one_of_objects = OneOfObjects(self, objects, self.one_of, strings, options)
+        self.one_of = OneOf(self, strings)
+        self.one_of_objects = OneOfObjects(self, objects, self.one_of, options)
         self.values = ConcreteValues(self, strings, numbers, objects, report, options.strict)
 
     def close(self) -> None:

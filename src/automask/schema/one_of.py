@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from automask.errors import GrammarError
+from automask.errors import GrammarError, LimitExceeded
 from automask.grammar.ir import Choice, Expr, Terminal
 from automask.regex import nodes as rx
 from automask.schema.lowering import Conjoin
 from automask.schema.normalize import shape, types_of
 from automask.schema.shapes import Shape, keywords_of, written
+from automask.schema.strings import Strings
 from automask.schema.subschema import (
     ANNOTATIONS,
     TYPES,
@@ -115,8 +116,9 @@ def share(xs: list, ys: list) -> bool:
 class OneOf:
     """Disjointness of ``oneOf`` branches, through the conjunction builder."""
 
-    def __init__(self, conj: Conjoin):
+    def __init__(self, conj: Conjoin, strings: Strings):
         self.conj = conj
+        self.strings = strings
         self._signed: dict[tuple[tuple[str, ...], int], tuple] = {}
 
     def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
@@ -140,13 +142,45 @@ class OneOf:
         sigs = [self.signature([sub], context_types, required=context_required)
                 for sub in subs]
         out: list[list[int]] = [[] for _ in subs]
+        texts: dict[int, rx.Node | None] = {}
         for i in range(len(sigs)):
             for j in range(i + 1, len(sigs)):
-                a, b = sigs[i], sigs[j]
-                if a != ("never",) and b != ("never",) and not sigs_disjoint(a, b):
+                if self.meet([subs[i]], sigs[i], [subs[j]], sigs[j], texts, i, j):
                     out[i].append(j)
                     out[j].append(i)
         return out
+
+    def meet(self, a: list[Subschema], sig_a: tuple, b: list[Subschema], sig_b: tuple,
+             texts: dict[int, rx.Node | None], ia: int, ib: int) -> bool:
+        """Whether some value may satisfy both conjunctions ``a`` and ``b`` (False: surely
+        none), by their signatures, and where both hold of strings only, by their texts
+        (``{"enum": ["Door"]}`` and ``{"pattern": "[+]"}``; tags written as patterns).
+        ``texts`` keeps each side's text by its index ``ia``/``ib``."""
+        if sig_a == ("never",) or sig_b == ("never",) or sigs_disjoint(sig_a, sig_b):
+            return False
+        for i, members, sig in ((ia, a, sig_a), (ib, b, sig_b)):
+            if i not in texts:
+                texts[i] = self.string_text(members, sig)
+            if texts[i] is None:
+                return True
+        try:
+            return rx.intersect(texts[ia], texts[ib]) is not rx.EMPTY  # type: ignore[arg-type]
+        except LimitExceeded:  # (undecided: they may meet)
+            return True
+
+    def string_text(self, members: list[Subschema], sig: tuple) -> rx.Node | None:
+        """The decoded texts of the strings a conjunction may hold of (a superset), where
+        it holds of strings only; None otherwise (or where ``format`` is asked)."""
+        types, _, values, _ = sig
+        if values is not None:
+            if not all(isinstance(v, str) for v in values):
+                return None
+            return rx.alt_of(rx.literal(v.encode("utf-8")) for v in values)
+        expanded_members = self.conj.expand(members)
+        if types - {"string"} or expanded_members is None or any(
+                "format" in keywords_of(m.schema) for m in expanded_members):
+            return None
+        return self.strings.string_constraints(expanded_members)
 
     def consistent(self, branches: list[list[Subschema]],
                    members: list[Subschema]) -> list[list[Subschema]]:

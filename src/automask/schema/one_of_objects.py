@@ -30,14 +30,14 @@ from automask.errors import GrammarError, LimitExceeded
 from automask.grammar.ir import Choice, Expr, Ref, Seq, Terminal
 from automask.regex import nodes as rx
 from automask.regex import utf8
+from automask.schema.complement import expanded, without
 from automask.schema.json_text import string_node
 from automask.schema.keywords import HANDLED
 from automask.schema.lowering import Conjoin, Options
 from automask.schema.normalize import shape, types_of
 from automask.schema.objects import Objects
-from automask.schema.one_of import OneOf, sigs_disjoint
+from automask.schema.one_of import OneOf
 from automask.schema.shapes import Shape, keywords_of, negated, written
-from automask.schema.strings import Strings
 from automask.schema.subschema import ANNOTATIONS, TYPES, Subschema, escape
 
 # What a branch member may hold: object keywords whose conjunction is read key by key.
@@ -47,9 +47,12 @@ UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
 # Keywords whose complement the compiler refuses (besides additionalProperties schemas and
 # object or array values): a value class that needs one is left out instead.
 UNCOMPLEMENTED = frozenset({"patternProperties", "format", "uniqueItems"})
+MAX_BRANCHES = 64  # branches, nested disjoint ones spread out
+MAX_NESTING = 3  # nested disjoint oneOf/anyOf spread out into branches
 MAX_STATES = 4096  # sets of branches still holding, over all key positions
 MAX_CLASSES = 256  # value classes at one key (sets of branch schemas a value meets)
 MAX_NEGATED = 40  # schema objects a value schema may reach and still be complemented
+MAX_COMPLEMENTED_LENGTH = 1000  # a string length bound complemented in a value class
 MAX_MERGE = 1_000_000  # slots times keys in one merge step of the branches' key orders
 
 Branches = frozenset  # of branch indices
@@ -123,17 +126,21 @@ def merged_slots(orders: list[list[str]]) -> list[Slot] | None:
     return slots
 
 
+def long_count(view: Shape) -> bool:
+    """Whether a schema bounds a string's length past :data:`MAX_COMPLEMENTED_LENGTH`."""
+    return any(n is not None and n > MAX_COMPLEMENTED_LENGTH
+               for n in (view.string.min_length, view.string.max_length))
+
+
 class OneOfObjects:
     """Lowers ``oneOf`` of plain object schemas by the set of branches still holding."""
 
-    def __init__(self, conj: Conjoin, objects: Objects, one_of: OneOf, strings: Strings,
-                 options: Options):
+    def __init__(self, conj: Conjoin, objects: Objects, one_of: OneOf, options: Options):
         self.conj = conj
         self.json = conj.json
         self.rules = conj.rules
         self.objects = objects
         self.one_of = one_of
-        self.strings = strings
         self.strict = options.strict
         self._content: dict[int, str] = {}  # id(schema) -> canonical text (schemas live on)
         self._small: dict[str, bool] = {}  # position -> whether its complement is small
@@ -145,14 +152,10 @@ class OneOfObjects:
             return None
         branches: list[Branch] = []
         for sub in subs:
-            members = self.conj.expand(rest + [sub])
-            if members is None:
-                continue  # a false branch holds nowhere
-            if not all(plain(m) for m in members):
+            parts = self.plain_parts(rest, sub)
+            if parts is None or len(branches) + len(parts) > MAX_BRANCHES:
                 return None
-            for m in members:
-                self.conj.check_keywords(m)
-            branches.append(Branch(members, self.strict))
+            branches += [Branch(members, self.strict) for members in parts]
         others = self.other_types(branches)
         if others is None:
             return None
@@ -171,6 +174,43 @@ class OneOfObjects:
         if not alternatives:
             return Terminal(rx.EMPTY)
         return alternatives[0] if len(alternatives) == 1 else Choice(tuple(alternatives))
+
+    def plain_parts(self, rest: list[Subschema], sub: Subschema, depth: int = 0
+                    ) -> list[list[Subschema]] | None:
+        """The members of ``sub`` beside ``rest``, as plain branches: one, or where a
+        member holds a ``oneOf`` or ``anyOf`` of branches that are disjoint beside the
+        others, one per branch (exactly one of them holds where ``sub`` does, so a
+        ``oneOf`` counts them as it counts ``sub``); None when not plain."""
+        members = self.conj.expand(rest + [sub])
+        if members is None:
+            return []  # a false branch holds nowhere
+        for m in members:
+            self.conj.check_keywords(m)
+        nested = [m for m in members if not plain(m)]
+        if not nested:
+            return [members]
+        m = nested[0]
+        kws = keywords_of(m.schema) & {"anyOf", "oneOf"}
+        if depth >= MAX_NESTING or len(nested) > 1 or len(kws) != 1:
+            return None
+        (kw,) = kws
+        inner = shape(m).branches(kw)
+        if not isinstance(inner, (list, tuple)) or not inner:
+            return None
+        around = [expanded(x) for x in members if x is not m] + [
+            Subschema(f"{m.uri}/~{kw}", without(m.schema, kw), m.base)]
+        if not plain(around[-1]):
+            return None
+        subs = [Subschema(f"{m.uri}/{kw}/{j}", b, m.base) for j, b in enumerate(inner)]
+        if not self.one_of.disjoint(subs, around):
+            return None
+        out: list[list[Subschema]] = []
+        for branch in subs:
+            parts = self.plain_parts(around, branch, depth + 1)
+            if parts is None:
+                return None
+            out += parts
+        return out
 
     @staticmethod
     def other_types(branches: list[Branch]) -> list[str] | None:
@@ -295,27 +335,11 @@ class OneOfObjects:
 
     def overlaps(self, kinds: list[tuple[list[Subschema], list[int]]]) -> list[set[int]]:
         """For each kind, the others some value may meet with it (a pair left out is
-        surely disjoint: by their signatures, or for two string schemas, by their
-        texts, which tells tags written as patterns apart: ``^SEQ$``, ``^CHOICE$``)."""
+        surely disjoint: see :meth:`OneOf.meet`)."""
         signs = [self.one_of.signed(own) for own, _ in kinds]
         texts: dict[int, rx.Node | None] = {}
-
-        def text(t: int) -> rx.Node | None:
-            if t not in texts:
-                members = self.conj.expand(kinds[t][0])
-                texts[t] = None if members is None or signs[t][0] - {"string"} or any(
-                    "format" in keywords_of(m.schema) for m in members
-                ) else self.strings.string_constraints(members)
-            return texts[t]
-
-        def meet(t: int, u: int) -> bool:
-            if signs[t] == ("never",) or signs[u] == ("never",) or \
-                    sigs_disjoint(signs[t], signs[u]):
-                return False
-            a, b = text(t), text(u)
-            return a is None or b is None or rx.intersect(a, b) is not rx.EMPTY
-
-        return [{u for u in range(len(kinds)) if u != t and meet(t, u)}
+        return [{u for u in range(len(kinds)) if u != t and self.one_of.meet(
+                    kinds[t][0], signs[t], kinds[u][0], signs[u], texts, t, u)}
                 for t in range(len(kinds))]
 
     def value_classes(self, branches: list[Branch], alive: Branches, name: str
@@ -332,12 +356,14 @@ class OneOfObjects:
             # chosen schema fails there anyway (no complement needed)
             outside = [u for u in range(len(kinds)) if u not in chosen
                        and all(u in meets[t] for t in chosen)]
-            if not all(self.small(kinds[u][0][0]) for u in outside):
-                # Its complement multiplies out (an array of a five-way ``oneOf``: some
-                # item that fails all five or meets two). The class is left out: those
-                # values are not written here, which loses valid objects (an open
-                # branch's value for this key that the others' schema rejects) and
-                # admits no invalid one.
+            if outside and not (all(self.small(kinds[u][0][0]) for u in outside) and not any(
+                    self.counted(s) for t in chosen for s in kinds[t][0])):
+                # A complement that multiplies out (an array of a five-way ``oneOf``:
+                # some item that fails all five or meets two), or one beside a long
+                # length count (whose automaton the emptiness test cannot finish).
+                # The class is left out: those values are not written here, which
+                # loses valid objects (an open branch's value for this key that the
+                # others' schema rejects) and admits no invalid one.
                 continue
             members = shared + [s for t in chosen for s in kinds[t][0]] + [
                 negated(kinds[u][0][0]) for u in outside]
@@ -355,6 +381,14 @@ class OneOfObjects:
             found = self._small[m.uri] = self._reach(m) <= MAX_NEGATED
         return found
 
+    def counted(self, m: Subschema) -> bool:
+        """Whether ``m`` bounds a string's length past :data:`MAX_COMPLEMENTED_LENGTH`."""
+        try:
+            members = self.conj.expand([m]) or []
+        except GrammarError:
+            return True
+        return any(long_count(shape(x)) for x in members)
+
     def _reach(self, start: Subschema) -> int:
         seen: set[str] = set()
         todo = [start]
@@ -368,7 +402,8 @@ class OneOfObjects:
                     continue
                 seen.add(m.uri)
                 view = shape(m)
-                if view.keywords & UNCOMPLEMENTED or view.object.has_additional and \
+                if view.keywords & UNCOMPLEMENTED or long_count(view) or \
+                        view.object.has_additional and \
                         isinstance(view.object.additional, (dict, Shape)) or any(
                         isinstance(v, (dict, list)) for vs in view.values for v in vs):
                     return MAX_NEGATED + 1
