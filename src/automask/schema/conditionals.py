@@ -5,10 +5,13 @@ builder distributes like any ``anyOf``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from automask.errors import GrammarError
+from automask.schema.complement import expanded
 from automask.schema.normalize import shape
 from automask.schema.shapes import ObjectPart, Shape, embed_at, written
-from automask.schema.subschema import Subschema, escape, pointer
+from automask.schema.subschema import ANNOTATIONS, TYPES, Subschema, escape, json_key, pointer
 
 CONDITIONALS = frozenset({"if", "dependentRequired", "dependentSchemas", "dependencies"})
 
@@ -59,3 +62,84 @@ def conditionals(m: Subschema, tracks: bool) -> list[Subschema]:
             union = written(any_of=(written(object=ObjectPart(properties={k: False})), then))
             out.append(Subschema(f"{m.uri}/~{kw}/{escape(k)}", union, m.base))
     return out
+
+
+class TagTest:
+    """An ``if`` that only tests one key's value: ``{"properties": {K: {"const": v}}}``
+    (or ``enum``), with at most ``required: [K]`` and ``type: object`` beside it."""
+
+    def __init__(self, key: str, values: list, requires: bool, object_only: bool):
+        self.key = key
+        self.values = {json_key(v): v for v in values}  # the values tested, by their key
+        self.requires = requires  # fails where the key is absent
+        self.object_only = object_only  # fails for other types
+
+    @staticmethod
+    def read(schema: Any) -> TagTest | None:
+        if type(schema) is not dict or not set(schema) - ANNOTATIONS <= TAG_TEST:
+            return None
+        props = schema.get("properties")
+        if type(props) is not dict or len(props) != 1:
+            return None
+        ((key, test),) = props.items()
+        if type(test) is not dict or len(set(test) - ANNOTATIONS) != 1:
+            return None
+        values = [test["const"]] if "const" in test else test.get("enum")
+        if type(values) is not list or not values or any(
+                isinstance(v, (dict, list)) for v in values):
+            return None
+        required = schema.get("required", [])
+        kind = schema.get("type", "object")
+        if required not in ([], [key]) or kind not in ("object", ["object"]):
+            return None
+        return TagTest(key, values, bool(required), "type" in schema)
+
+
+TAG_TEST = frozenset({"properties", "required", "type"})
+
+
+def tag_cases(members: list[Subschema]) -> list[list[Subschema]] | None:
+    """A conjunction whose ``if``s all test one key's value (an if-chain over a tag),
+    split by that key: not an object, the key absent, each value tested, any other
+    value. In each case every ``if`` is known to hold or fail, so each brings its
+    ``then`` or its ``else`` alone: one conjunction per case, where distributing the
+    ``if``s one by one made up to one per subset of them (the key optional, no two
+    ``if``s are contradictory for the signatures: both hold where it is absent).
+    None when fewer than two ``if``s test the same key."""
+    chain: list[tuple[Subschema, Shape, TagTest]] = []
+    for m in members:
+        s = shape(m)
+        if "if" in s.keywords and s.keywords & {"then", "else"}:
+            test = TagTest.read(s.if_)
+            if test is not None and (not chain or test.key == chain[0][2].key):
+                chain.append((m, s, test))
+    if len(chain) < 2:
+        return None
+    at = chain[0][0]
+    key = chain[0][2].key
+    rewritten = {m.uri + "/~if" for m, _, _ in chain}
+    rest = [expanded(x) for x in members if x.uri not in rewritten]
+    tested: dict[str, Any] = {}
+    for _, _, test in chain:
+        tested.update(test.values)
+
+    def case(name: str, shape_: Shape, holds) -> list[Subschema]:
+        out = rest + [Subschema(f"{at.uri}/~tag/{name}", shape_, at.base)]
+        for m, s, test in chain:
+            side = "then" if holds(test) else "else"
+            if side in s.keywords:
+                out.append(Subschema(f"{m.uri}/{side}", s.then if side == "then" else s.else_,
+                                     m.base))
+        return out
+
+    others = [t for t in TYPES if t != "object"]
+    cases = [case("other", written(type=others), lambda t: not t.object_only),
+             case("absent", written(type="object", object=ObjectPart(
+                 properties={key: False})), lambda t: not t.requires)]
+    for i, (k, v) in enumerate(tested.items()):
+        cases.append(case(str(i), written(type="object", object=ObjectPart(
+            properties={key: {"const": v}}, required=(key,))), lambda t, k=k: k in t.values))
+    cases.append(case("untested", written(type="object", object=ObjectPart(
+        properties={key: {"not": {"enum": list(tested.values())}}}, required=(key,))),
+        lambda t: False))
+    return cases

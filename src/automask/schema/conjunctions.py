@@ -24,7 +24,7 @@ from automask.schema.annotations import Annotations, pending
 from automask.schema.arrays import Arrays
 from automask.schema.complement import Negation, branches_beside, expanded, negation, without
 from automask.schema.concrete import ConcreteValues
-from automask.schema.conditionals import conditionals
+from automask.schema.conditionals import conditionals, tag_cases
 from automask.schema.json_text import JsonPieces, literal_node
 from automask.schema.keywords import HANDLED, check_values
 from automask.schema.lowering import Options, Report
@@ -312,6 +312,9 @@ class Conjunctions:
     def conj(self, members: list[Subschema]) -> Expr:
         for m in members:
             self.check_keywords(m)
+        cases = None if self.tracks else tag_cases(members)
+        if cases is not None:
+            return Choice(tuple(self.conj_ref(c) for c in cases))
         # Distribute the first anyOf/oneOf over the rest.
         for i, m in enumerate(members):
             view = shape(m)
