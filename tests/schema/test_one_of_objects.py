@@ -197,3 +197,30 @@ def test_a_value_whose_split_needs_a_large_complement_is_left_out(tiny_bpe_vocab
         assert not accepts_bytes(compiled, text) and not reference_accepts(ref, text), text
     lost = '{"list": [1], "name": "s"}'  # only b holds: valid, and not written
     assert reference_accepts(ref, lost) and not accepts_bytes(compiled, lost)
+
+
+def test_too_many_branch_sets_fall_back_to_the_general_lowering(tiny_bpe_vocab, monkeypatch):
+    """Thirteen open branches, each with an optional key of its own: every subset of them
+    is a state (each key's value may keep its branch or drop it), past MAX_STATES. The
+    general lowering (each branch beside the others' one-key complements) is linear
+    there, and is used instead."""
+    raised = []
+    real = one_of_objects.OneOfObjects.object
+
+    def watched(self, *args):
+        try:
+            return real(self, *args)
+        except one_of_objects.TooManyStates:
+            raised.append(1)
+            raise
+
+    monkeypatch.setattr(one_of_objects.OneOfObjects, "object", watched)
+    schema = {"oneOf": [{"type": "object", "properties": {f"k{i}": {"type": "integer"}}}
+                        for i in range(13)]}
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert raised
+    ref = reference_validator(schema)
+    for text in ('{}', '{"k0": 1}', '{"k0": "s"}', '{"k0": "s", "k1": "s"}',
+                 '{"k0": 1, "k1": "s", "k2": "s", "k3": "s", "k4": "s", "k5": "s", "k6": "s", '
+                 '"k7": "s", "k8": "s", "k9": "s", "k10": "s", "k11": "s", "k12": "s"}', '1'):
+        assert accepts_bytes(compiled, text) == reference_accepts(ref, text), text

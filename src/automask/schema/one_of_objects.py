@@ -126,6 +126,10 @@ def merged_slots(orders: list[list[str]]) -> list[Slot] | None:
     return slots
 
 
+class TooManyStates(LimitExceeded):
+    """The key-by-key reading of a ``oneOf`` met more than :data:`MAX_STATES` states."""
+
+
 def long_count(view: Shape) -> bool:
     """Whether a schema bounds a string's length past :data:`MAX_COMPLEMENTED_LENGTH`."""
     return any(n is not None and n > MAX_COMPLEMENTED_LENGTH
@@ -170,7 +174,11 @@ class OneOfObjects:
             slots = merged_slots([b.order for b in holding])
             if slots is None or self.declines(holding, slots):
                 return None
-            alternatives.append(self.conj.inside(lambda: self.object(holding, slots)))
+            try:
+                alternatives.append(self.conj.inside(lambda: self.object(holding, slots)))
+            except TooManyStates:
+                # (the rules made so far are left unreachable, and dropped with them)
+                return None  # the general lowering, which may still fit
         if not alternatives:
             return Terminal(rx.EMPTY)
         return alternatives[0] if len(alternatives) == 1 else Choice(tuple(alternatives))
@@ -266,7 +274,7 @@ class OneOfObjects:
             if found is not None:
                 return found
             if len(memo) >= MAX_STATES:
-                raise LimitExceeded("oneOf of objects needs too many states")
+                raise TooManyStates("oneOf of objects needs too many states")
             check_time()
             if i == n:
                 return rule_for(key, end(alive, first))
