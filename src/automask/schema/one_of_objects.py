@@ -53,7 +53,7 @@ MAX_STATES = 4096  # sets of branches still holding, over all key positions
 MAX_CLASSES = 256  # value classes at one key (sets of branch schemas a value meets)
 MAX_NEGATED = 40  # schema objects a value schema may reach and still be complemented
 MAX_COMPLEMENTED_LENGTH = 1000  # a string length bound complemented in a value class
-MAX_MERGE = 1_000_000  # slots times keys in one merge step of the branches' key orders
+MAX_MERGE = 250_000  # slots times keys in one merge step of the key orders (50 ms)
 
 Branches = frozenset  # of branch indices
 
