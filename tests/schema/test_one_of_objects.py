@@ -170,9 +170,9 @@ def test_branch_types_are_not_shared_between_signatures(tiny_bpe_vocab):
 
 
 def test_key_orders_merge_with_a_slot_per_placement():
-    slots = merged_slots([["a", "b", "c"], ["a", "c", "b"], ["d"]])
-    assert [s.name for s in slots] == ["a", "b", "c", "b", "d"]
-    assert [sorted(s.owners) for s in slots] == [[0, 1], [0], [0, 1], [1], [2]]
+    """Each order is a subsequence of the slots; a key placed two ways gets two."""
+    assert merged_slots([["a", "b", "c"], ["a", "c", "b"], ["d"]]) == ["a", "b", "c", "b", "d"]
+    assert merged_slots([["x"] * 600, ["y"] * 600]) is None  # past MAX_MERGE
 
 
 def test_a_value_whose_split_needs_a_large_complement_is_left_out(tiny_bpe_vocab):

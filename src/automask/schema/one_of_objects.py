@@ -23,7 +23,6 @@ Only plain object branches are taken (``type``, ``properties``, ``required``,
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded
@@ -86,41 +85,32 @@ def plain(m: Subschema) -> bool:
                 or o.min_properties is not None or o.max_properties is not None)
 
 
-class Slot(NamedTuple):
-    """A place for key ``name`` in the merged order, and the branches that write it
-    there (each branch writes each of its keys at one slot)."""
-
-    name: str
-    owners: set[int]
-
-
-def merged_slots(orders: list[list[str]]) -> list[Slot] | None:
+def merged_slots(orders: list[list[str]]) -> list[str] | None:
     """A sequence of key slots in which every branch's keys stand in the branch's own
     order: each order merged in along a longest common subsequence, so a key that two
     branches place differently gets two slots. None when too large to merge."""
-    slots: list[Slot] = []
-    for i, order in enumerate(orders):
+    slots: list[str] = []
+    for order in orders:
         if len(slots) * len(order) > MAX_MERGE:
             return None
         # lcs[a][b]: the longest common subsequence of slots[a:] and order[b:]
         lcs = [[0] * (len(order) + 1) for _ in range(len(slots) + 1)]
         for a in range(len(slots) - 1, -1, -1):
             for b in range(len(order) - 1, -1, -1):
-                lcs[a][b] = (lcs[a + 1][b + 1] + 1 if slots[a].name == order[b]
+                lcs[a][b] = (lcs[a + 1][b + 1] + 1 if slots[a] == order[b]
                              else max(lcs[a + 1][b], lcs[a][b + 1]))
-        out: list[Slot] = []
+        out: list[str] = []
         a = b = 0
         while a < len(slots) or b < len(order):
-            if a < len(slots) and b < len(order) and slots[a].name == order[b] \
+            if a < len(slots) and b < len(order) and slots[a] == order[b] \
                     and lcs[a][b] == lcs[a + 1][b + 1] + 1:
-                slots[a].owners.add(i)
                 out.append(slots[a])
                 a, b = a + 1, b + 1
             elif b == len(order) or a < len(slots) and lcs[a + 1][b] >= lcs[a][b + 1]:
                 out.append(slots[a])
                 a += 1
             else:
-                out.append(Slot(order[b], {i}))
+                out.append(order[b])
                 b += 1
         slots = out
     return slots
@@ -230,7 +220,7 @@ class OneOfObjects:
             return None
         return left
 
-    def object(self, branches: list[Branch], slots: list[Slot]) -> Expr:
+    def object(self, branches: list[Branch], slots: list[str]) -> Expr:
         """``{`` the keys slot by slot, then extra keys ``}``, one rule per (slot,
         branches still holding, keys of several slots written so far, none written
         yet); valid where exactly one branch is left."""
@@ -238,13 +228,13 @@ class OneOfObjects:
         sep = js.item_sep()
         n = len(slots)
         every = frozenset(range(len(branches)))
-        last = {slot.name: i for i, slot in enumerate(slots)}
+        last = {name: i for i, name in enumerate(slots)}
         # keys with several slots: written at most once, so the state says which are
         # (until their last slot has passed)
-        repeated = {slot.name for i, slot in enumerate(slots) if last[slot.name] != i}
+        repeated = {name for i, name in enumerate(slots) if last[name] != i}
         # a required key not written by its last slot drops the branches requiring it
-        requiring = [frozenset(j for j, b in enumerate(branches) if slot.name in b.required)
-                     if last[slot.name] == i else frozenset() for i, slot in enumerate(slots)]
+        requiring = [frozenset(j for j, b in enumerate(branches) if name in b.required)
+                     if last[name] == i else frozenset() for i, name in enumerate(slots)]
         opened = frozenset(i for i, b in enumerate(branches) if b.open)
         extra_member = js.member(string_node(utf8.text_except(list(last))), js.any_value())
         memo: dict[tuple[int, Branches, frozenset, bool], Expr] = {}
@@ -278,7 +268,7 @@ class OneOfObjects:
             check_time()
             if i == n:
                 return rule_for(key, end(alive, first))
-            name = slots[i].name
+            name = slots[i]
             out: list[Expr] = []
             done = written - {name} if last[name] == i else written
             absent = alive if name in written else alive - requiring[i]
@@ -329,11 +319,11 @@ class OneOfObjects:
                 anything += ids
         return [texts[k] for k in sorted(shared)], kinds, frozenset(anything)
 
-    def declines(self, branches: list[Branch], slots: list[Slot]) -> bool:
+    def declines(self, branches: list[Branch], slots: list[str]) -> bool:
         """Whether some key's values split in a way :meth:`value_classes` does not
         write (checked for all branches at once: a subset's split is coarser)."""
         every = frozenset(range(len(branches)))
-        for name in dict.fromkeys(slot.name for slot in slots):
+        for name in dict.fromkeys(slots):
             _, kinds, anything = self.kinds(branches, every, name)
             if len(kinds) + bool(anything) > 1 and (
                     any(len(own) != 1 for own, _ in kinds)
