@@ -120,6 +120,7 @@ class OneOf:
         self.conj = conj
         self.strings = strings
         self._signed: dict[tuple[tuple[str, ...], int], tuple] = {}
+        self._texts: dict[tuple[str, ...], rx.Node | None] = {}
 
     def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
         """Whether no JSON value can satisfy two branches (a sufficient, cheap test)."""
@@ -142,35 +143,38 @@ class OneOf:
         sigs = [self.signature([sub], context_types, required=context_required)
                 for sub in subs]
         out: list[list[int]] = [[] for _ in subs]
-        texts: dict[int, rx.Node | None] = {}
         for i in range(len(sigs)):
             for j in range(i + 1, len(sigs)):
-                if self.meet([subs[i]], sigs[i], [subs[j]], sigs[j], texts, i, j):
+                if self.meet([subs[i]], sigs[i], [subs[j]], sigs[j]):
                     out[i].append(j)
                     out[j].append(i)
         return out
 
-    def meet(self, a: list[Subschema], sig_a: tuple, b: list[Subschema], sig_b: tuple,
-             texts: dict[int, rx.Node | None], ia: int, ib: int) -> bool:
+    def meet(self, a: list[Subschema], sig_a: tuple, b: list[Subschema], sig_b: tuple) -> bool:
         """Whether some value may satisfy both conjunctions ``a`` and ``b`` (False: surely
         none), by their signatures, and where both hold of strings only, by their texts
-        (``{"enum": ["Door"]}`` and ``{"pattern": "[+]"}``; tags written as patterns).
-        ``texts`` keeps each side's text by its index ``ia``/``ib``."""
+        (``{"enum": ["Door"]}`` and ``{"pattern": "[+]"}``; tags written as patterns)."""
         if sig_a == ("never",) or sig_b == ("never",) or sigs_disjoint(sig_a, sig_b):
             return False
-        for i, members, sig in ((ia, a, sig_a), (ib, b, sig_b)):
-            if i not in texts:
-                texts[i] = self.string_text(members, sig)
-            if texts[i] is None:
-                return True
+        text_a = self.string_text(a, sig_a)
+        text_b = self.string_text(b, sig_b) if text_a is not None else None
+        if text_a is None or text_b is None:
+            return True
         try:
-            return rx.intersect(texts[ia], texts[ib]) is not rx.EMPTY  # type: ignore[arg-type]
+            return rx.intersect(text_a, text_b) is not rx.EMPTY
         except LimitExceeded:  # (undecided: they may meet)
             return True
 
     def string_text(self, members: list[Subschema], sig: tuple) -> rx.Node | None:
         """The decoded texts of the strings a conjunction may hold of (a superset), where
-        it holds of strings only; None otherwise (or where ``format`` is asked)."""
+        it holds of strings only; None otherwise (or where ``format`` is asked). Kept per
+        compile by the members' positions, like :meth:`signed`."""
+        key = tuple(m.uri for m in members)
+        if key not in self._texts:
+            self._texts[key] = self._string_text(members, sig)
+        return self._texts[key]
+
+    def _string_text(self, members: list[Subschema], sig: tuple) -> rx.Node | None:
         types, _, values, _ = sig
         if values is not None:
             if not all(isinstance(v, str) for v in values):

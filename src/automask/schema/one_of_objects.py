@@ -22,7 +22,7 @@ Only plain object branches are taken (``type``, ``properties``, ``required``,
 
 from __future__ import annotations
 
-import json
+from collections.abc import Hashable
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded
@@ -37,7 +37,7 @@ from automask.schema.normalize import shape, types_of
 from automask.schema.objects import Objects
 from automask.schema.one_of import OneOf
 from automask.schema.shapes import Shape, keywords_of, negated, written
-from automask.schema.subschema import ANNOTATIONS, TYPES, Subschema, escape
+from automask.schema.subschema import ANNOTATIONS, TYPES, Subschema, escape, json_key
 
 # What a branch member may hold: object keywords whose conjunction is read key by key.
 PLAIN = ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "$ref",
@@ -136,7 +136,7 @@ class OneOfObjects:
         self.objects = objects
         self.one_of = one_of
         self.strict = options.strict
-        self._content: dict[int, str] = {}  # id(schema) -> canonical text (schemas live on)
+        self._content: dict[int, Hashable] = {}  # id(schema) -> its key (schemas live on)
         self._small: dict[str, bool] = {}  # position -> whether its complement is small
 
     def lower(self, rest: list[Subschema], subs: list[Subschema], at: Subschema
@@ -247,16 +247,11 @@ class OneOfObjects:
             return memo[key]
 
         def end(alive: Branches, first: bool) -> Expr:
-            """After the declared keys: extra keys keep the open branches."""
-            extras = len(alive & opened) == 1
-            if first:  # (the empty object is the enclosing choice's)
-                return self.objects.extra_run(extra_member if extras else None,
-                                                   True, 1, None)
-            if len(alive) == 1:
-                return self.objects.extra_run(extra_member if extras else None,
-                                                   False, 0, None)
-            return self.objects.extra_run(extra_member if extras else None,
-                                               False, 1, None)
+            """After the declared keys: extra keys keep the open branches. At least one
+            is needed where none was written (the empty object is the enclosing
+            choice's) or where several branches are left."""
+            extra = extra_member if len(alive & opened) == 1 else None
+            return self.objects.extra_run(extra, first, int(first or len(alive) > 1), None)
 
         def tail(i: int, alive: Branches, written: frozenset, first: bool) -> Expr:
             key = (i, alive, written, first)
@@ -292,11 +287,10 @@ class OneOfObjects:
     def kinds(self, branches: list[Branch], alive: Branches, name: str
               ) -> tuple[list[Subschema], list[tuple[list[Subschema], list[int]]], Branches]:
         """What the ``alive`` branches require of key ``name``'s value: the schemas they
-        all require, then the rest grouped by equal text (schemas, branches), and the
+        all require, then the rest grouped by equal content (schemas, branches), and the
         branches that require nothing more (they keep every value the first part
         admits). A branch that forbids the key is in none."""
-        groups: dict[tuple[str, ...], tuple[list[Subschema], list[int]]] = {}
-        texts: dict[str, Subschema] = {}
+        groups: dict[frozenset, tuple[dict[Hashable, Subschema], list[int]]] = {}
         for i in sorted(alive):
             schemas: list[Subschema] = []
             for m, view in branches[i].views:
@@ -306,18 +300,18 @@ class OneOfObjects:
                 schemas += found
             else:
                 keyed = {self.content(s): s for s in schemas}
-                texts.update(keyed)
-                groups.setdefault(tuple(sorted(keyed)), (schemas, []))[1].append(i)
-        shared = set.intersection(*(set(k) for k in groups)) if groups else set()
+                groups.setdefault(frozenset(keyed), (keyed, []))[1].append(i)
+        shared = frozenset.intersection(*groups) if groups else frozenset()
         anything: list[int] = []
         kinds = []
-        for key, (_, ids) in groups.items():
-            own = [texts[k] for k in key if k not in shared]
+        for keyed, ids in groups.values():
+            own = [s for k, s in keyed.items() if k not in shared]
             if own:
                 kinds.append((own, ids))
             else:
                 anything += ids
-        return [texts[k] for k in sorted(shared)], kinds, frozenset(anything)
+        first = next(iter(groups.values()), ({}, []))[0]
+        return [s for k, s in first.items() if k in shared], kinds, frozenset(anything)
 
     def declines(self, branches: list[Branch], slots: list[str]) -> bool:
         """Whether some key's values split in a way :meth:`value_classes` does not
@@ -335,9 +329,8 @@ class OneOfObjects:
         """For each kind, the others some value may meet with it (a pair left out is
         surely disjoint: see :meth:`OneOf.meet`)."""
         signs = [self.one_of.signed(own) for own, _ in kinds]
-        texts: dict[int, rx.Node | None] = {}
         return [{u for u in range(len(kinds)) if u != t and self.one_of.meet(
-                    kinds[t][0], signs[t], kinds[u][0], signs[u], texts, t, u)}
+                    kinds[t][0], signs[t], kinds[u][0], signs[u])}
                 for t in range(len(kinds))]
 
     def value_classes(self, branches: list[Branch], alive: Branches, name: str
@@ -418,20 +411,18 @@ class OneOfObjects:
                          for i, p in enumerate(view.array.prefix) if isinstance(p, (dict, Shape))]
         return len(seen)
 
-    def content(self, m: Subschema) -> str:
-        """A schema's text with its base URI: equal texts at one base hold of the same
-        values, wherever they stand (a compiler-written shape is its position)."""
+    def content(self, m: Subschema) -> Hashable:
+        """A schema's JSON value with its base URI: equal ones hold of the same values,
+        wherever they stand (a compiler-written shape is its position)."""
         s = m.schema
-        if type(s) is Shape or not isinstance(s, dict):
-            return f"{m.base}|@{m.uri}" if type(s) is Shape else f"{m.base}|{s!r}"
-        text = self._content.get(id(s))
-        if text is None:
-            try:
-                text = json.dumps(s, sort_keys=True)
-            except (TypeError, ValueError):
-                text = "@" + m.uri
-            text = self._content[id(s)] = f"{m.base}|{text}"
-        return text
+        if type(s) is Shape:
+            return (m.base, "@", m.uri)
+        if type(s) is not dict:
+            return (m.base, json_key(s))
+        found = self._content.get(id(s))
+        if found is None:
+            found = self._content[id(s)] = (m.base, json_key(s))
+        return found
 
 
 def cliques(meets: list[set[int]], most: int) -> list[tuple[int, ...]] | None:
