@@ -499,6 +499,8 @@ class _Lowerer:
                 out.extend(self.sequences(item, ctx))
             return out
         if isinstance(e, Seq):
+            if not self.fuse:
+                return self._unfused(e, ctx)
             out_seq: list[Symbol] = []
             pending: list[rx.Node] = []
 
@@ -533,10 +535,29 @@ class _Lowerer:
             return []
         return [[] if sym == "" else [sym]]
 
+    def _unfused(self, e: Seq, ctx: str) -> list[list[Symbol]]:
+        """:meth:`sequences` of a Seq without fusion: a lexeme per Terminal, in place."""
+        out: list[Symbol] = []
+        for item in e.items:
+            if type(item) is Terminal:
+                syms = self.regex_symbols(item.regex)
+                if syms is None:
+                    return []
+                out += syms
+                continue
+            sym = self.symbol(item, ctx)
+            if sym is None:
+                return []
+            if sym != "":
+                out.append(sym)
+        return [out]
+
     def symbol(self, e: Expr, ctx: str) -> Symbol | None:
         """One symbol standing for ``e`` ('' for ε, None for the empty language)."""
         if isinstance(e, Ref):
             self._check_ref(e)
+            if not self.fuse:
+                return e.name
             node = self.expr_regex(e)
             if node is None:
                 return e.name
@@ -727,16 +748,26 @@ def _blame(productions: list[Production], start: str, productive: set[str]) -> s
 
 def _productive(productions: list[Production], start: str) -> list[Production]:
     """Keep the productions that derive a string and are reachable from ``start``."""
-    # Worklist: a production waits on its distinct rule names; when the last one
-    # becomes productive, so does its left side (linear, however deep the chains).
-    names = [{s for s in p.rhs if type(s) is str} for p in productions]
-    waiting = [len(n) for n in names]
+    # Worklist: a production waits on each rule name in its right side (a name twice,
+    # twice); when the last one becomes productive, so does its left side (linear,
+    # however deep the chains). No set per production: most have one name or none.
+    waiting = [0] * len(productions)
     users: dict[str, list[int]] = {}
-    for i, rule_names in enumerate(names):
-        for name in rule_names:
-            users.setdefault(name, []).append(i)
+    todo: list[str] = []
+    for i, p in enumerate(productions):
+        n = 0
+        for s in p.rhs:
+            if type(s) is str:
+                n += 1
+                if s in users:
+                    users[s].append(i)
+                else:
+                    users[s] = [i]
+        if n:
+            waiting[i] = n
+        else:
+            todo.append(p.lhs)
     productive: set[str] = set()
-    todo = [p.lhs for p, w in zip(productions, waiting, strict=True) if w == 0]
     while todo:
         name = todo.pop()
         if name in productive:
@@ -744,24 +775,29 @@ def _productive(productions: list[Production], start: str) -> list[Production]:
         productive.add(name)
         for i in users.get(name, ()):
             waiting[i] -= 1
-            if waiting[i] == 0:
+            if not waiting[i]:
                 todo.append(productions[i].lhs)
     if start not in productive:
         e = EmptyLanguage("the grammar accepts no string at all")
         e.rule = _blame(productions, start, productive)
         raise e
-    kept = [(p, rule_names) for p, rule_names in zip(productions, names, strict=True)
-            if p.lhs in productive and rule_names <= productive]
-    by_lhs: dict[str, list[set[str]]] = {}
-    for p, rule_names in kept:
-        by_lhs.setdefault(p.lhs, []).append(rule_names)
+    # a production whose names are all productive: waiting counted down to 0
+    by_lhs: dict[str, list[Production]] = {}
+    for p, w in zip(productions, waiting, strict=True):
+        if not w:
+            if p.lhs in by_lhs:
+                by_lhs[p.lhs].append(p)
+            else:
+                by_lhs[p.lhs] = [p]
     reachable = {start}
     todo = [start]
     while todo:
-        for rule_names in by_lhs.get(todo.pop(), ()):
-            for s in rule_names - reachable:
-                reachable.add(s)
-                todo.append(s)
+        for p in by_lhs.get(todo.pop(), ()):
+            for s in p.rhs:
+                if type(s) is str and s not in reachable:
+                    reachable.add(s)
+                    todo.append(s)
     # Repeats dropped, in order; keyed by (lhs, rhs) tuples, hashed without a Python call.
-    out = {(p.lhs, p.rhs): p for p, _ in kept if p.lhs in reachable}
+    out = {(p.lhs, p.rhs): p for p, w in zip(productions, waiting, strict=True)
+           if not w and p.lhs in reachable}
     return list(out.values())

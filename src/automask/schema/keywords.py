@@ -49,6 +49,8 @@ def check_values(m: Subschema) -> None:
     """Malformed keyword values raise wherever they are, not only where their type is
     possible (``{"type": "integer", "minLength": -1}`` is still a bad schema)."""
     s = m.schema
+    if CHECKED.isdisjoint(s):  # most positions: ``type`` and annotations, nothing to check
+        return
     for kw in COUNTS:
         if kw in s:
             count(s[kw], m, kw)
@@ -92,6 +94,12 @@ def check_values(m: Subschema) -> None:
         raise GrammarError("enum must be an array", pointer(m, "enum"))
     if "uniqueItems" in s and not isinstance(s["uniqueItems"], bool):
         raise GrammarError("uniqueItems must be a boolean", pointer(m, "uniqueItems"))
+
+
+#: every keyword check_values reads
+CHECKED = frozenset(COUNTS + NUMBERS + SCHEMA_MAPS + SCHEMA_LISTS + (
+    "$schema", "$id", "$anchor", "$dynamicAnchor", "exclusiveMinimum", "exclusiveMaximum",
+    "const", "enum", "required", "prefixItems", "pattern", "format", "uniqueItems"))
 
 
 def _non_finite(values: list) -> list | None:

@@ -70,8 +70,8 @@ class Objects:
         declared = []
         for k in order:
             check_time()
-            kb = k.encode("utf-8")
-            if not rx.matches(names_node, kb):
+            # (any text is every key: ``k`` is a str, so it encodes)
+            if names_node is not ANY_TEXT and not rx.matches(names_node, k.encode("utf-8")):
                 if k in required:
                     return Terminal(rx.EMPTY)
                 continue
@@ -172,6 +172,9 @@ class Objects:
     def extra_classes(self, views: list[tuple[Subschema, ObjectPart]], declared: list[str],
                       names_node: rx.Node) -> list[tuple[rx.Node, Expr]]:
         """Key classes for undeclared keys: (key regex, value expression), pairwise disjoint."""
+        if not any(view.pattern_properties for _, view in views) and any(
+                view.extra(self.strict) is False for _, view in views):
+            return []  # a member that admits no undeclared key: no class is left
         not_declared = utf8.text_except(declared)
         classes: list[tuple[rx.Node, list[Subschema]]] = [
             (not_declared if names_node is ANY_TEXT else rx.intersect(names_node, not_declared),
