@@ -269,7 +269,13 @@ class OneOf:
         """What :func:`sigs_disjoint` compares: supersets of a branch's types and
         values, of the values of its properties (where finite), and its key rules.
         ``required``: keys that every object conjoined with the branch has (its
-        context's)."""
+        context's).
+
+        A conjunction's signature is the meet of its members' own (:meth:`own`, kept
+        with each member): the distribution of a ``oneOf`` signs the rest of its
+        conjunction again in every conjunction that holds it, and a rest of forty
+        members (``allOf`` mixins, ``if`` rewrites) was forty members read again each
+        time."""
         types = set(types)  # narrowed below: the caller's set is shared between branches
         try:
             members = self.conj.expand(branch)
@@ -279,34 +285,59 @@ class OneOf:
             return (set(TYPES), {}, None, key_rules([]))  # nothing known below the top
         if members is None:
             return ("never",)
-        values = enumerated(members)
+        values: list | None = None
         # key -> the signatures of its properties schemas (a value meets them all)
         props: dict[str, list[tuple]] = {}
+        keys_required, closed, forbidden = set(required), [], set()
         for m in members:
-            view = shape(m)
-            nested = [b for kw in ("anyOf", "oneOf") for b in (view.branches(kw) or ())]
-            if nested:  # the value is one of the branches': narrow to their union
-                if depth >= 3 or not all(isinstance(b, (dict, Shape)) for b in nested):
-                    continue
-                subs = [self.signed([Subschema(f"{m.uri}/~{i}", b, m.base)], depth + 1)
-                        for i, b in enumerate(nested)]
-                subs = [x for x in subs if x != ("never",)]
-                types &= set().union(*(x[0] for x in subs))
-                if all(x[2] is not None for x in subs):
-                    union = [v for x in subs for v in x[2]]
-                    keys = {json_key(u) for u in union}
-                    values = union if values is None else [
-                        v for v in values if json_key(v) in keys]
-            for k, p in view.object.properties.items() if depth == 0 else ():
-                # (only the branch's own keys are compared; below, values alone)
+            own_types, own_values, own_props, own_rules = self.own(m, depth)
+            types &= own_types
+            if own_values is not None:
+                if values is None:
+                    values = own_values
+                else:
+                    keys = {json_key(v) for v in own_values}
+                    values = [v for v in values if json_key(v) in keys]
+            for k, sigs in own_props.items():
+                props.setdefault(k, []).extend(sigs)
+            keys_required |= own_rules.required
+            closed += own_rules.closed
+            forbidden |= own_rules.forbidden
+        return (types, props, values,
+                KeyRules(frozenset(keys_required), tuple(closed), frozenset(forbidden)))
+
+    def own(self, m: Subschema, depth: int) -> tuple:
+        """Member ``m``'s part of a signature (see :meth:`signature`): its types, values
+        (None: not enumerated), properties' signatures (at depth 0) and key rules; the
+        values of a nested ``anyOf``/``oneOf`` narrow them to its branches' union."""
+        key = ("signature", depth)
+        found = m.memo.get(key)
+        if found is not None:
+            return found
+        view = shape(m)
+        types = set(TYPES)
+        values = enumerated([m])
+        props: dict[str, list[tuple]] = {}
+        nested = [b for kw in ("anyOf", "oneOf") for b in (view.branches(kw) or ())]
+        readable = not nested or depth < 3 and all(isinstance(b, (dict, Shape)) for b in nested)
+        if nested and readable:  # the value is one of the branches': narrow to their union
+            subs = [self.signed([Subschema(f"{m.uri}/~{i}", b, m.base)], depth + 1)
+                    for i, b in enumerate(nested)]
+            subs = [x for x in subs if x != ("never",)]
+            types &= set().union(*(x[0] for x in subs))
+            if all(x[2] is not None for x in subs):
+                union = [v for x in subs for v in x[2]]
+                keys = {json_key(u) for u in union}
+                values = union if values is None else [v for v in values if json_key(v) in keys]
+        if readable and depth == 0:
+            # (only the branch's own keys are compared; below, values alone)
+            for k, p in view.object.properties.items():
                 if isinstance(p, (dict, Shape)):
                     sig = self.signed([Subschema(f"{m.uri}/properties/{escape(k)}", p,
                                                  m.base)], depth + 1)
                     if sig != ("never",):
                         props.setdefault(k, []).append(sig)
-        types = types_of(members, types)
-        for m in members:
-            types -= self.conj.negated_types(m)
-        rules = key_rules(members)
-        return (types, props, values, rules._replace(required=rules.required | required))
+        found = m.memo[key] = (types_of([m], types) - self.conj.negated_types(m), values,
+                               props, key_rules([m]))
+        return found
 
