@@ -338,6 +338,23 @@ def test_malformed_keyword_of_an_excluded_type(schema, location):
     assert info.value.location.split()[0] == location
 
 
+@pytest.mark.parametrize("keyword, value", [
+    ("$schema", 1), ("$id", 1), ("$anchor", 1), ("$dynamicAnchor", 1),
+    ("exclusiveMinimum", "1"), ("exclusiveMaximum", float("inf")), ("const", float("nan")),
+    ("enum", [1, float("nan")]), ("prefixItems", {}), ("format", 1), ("uniqueItems", 1),
+    ("$defs", []), ("definitions", []), ("patternProperties", []), ("allOf", []),
+    ("minContains", -1), ("minProperties", "1"), ("pattern", 1), ("required", "a"),
+])
+def test_each_checked_keyword_malformed_beside_type_alone(keyword, value):
+    """Every keyword the checks read is checked beside nothing but ``type`` (positions
+    with no checked keyword skip the checks: the skip must not hide one)."""
+    with pytest.raises(GrammarError) as info:
+        Grammar.from_json_schema({"type": "object", "properties": {
+            "a": {"type": "null", keyword: value}}})
+    assert not isinstance(info.value, UnsupportedFeature)
+    assert info.value.location.split()[0].startswith(f"#/properties/a/{keyword}")
+
+
 def test_bad_pattern_property_has_pointer():
     with pytest.raises(GrammarError) as info:
         Grammar.from_json_schema({"type": "object", "patternProperties": {"(": {}}})

@@ -517,8 +517,6 @@ class _Lowerer:
                 node = self.expr_regex(item)
                 if node is not None:
                     pending.append(node)
-                    if not self.fuse and not flush():
-                        return []
                     continue
                 if not flush():
                     return []
@@ -556,8 +554,6 @@ class _Lowerer:
         """One symbol standing for ``e`` ('' for ε, None for the empty language)."""
         if isinstance(e, Ref):
             self._check_ref(e)
-            if not self.fuse:
-                return e.name
             node = self.expr_regex(e)
             if node is None:
                 return e.name

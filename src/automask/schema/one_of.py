@@ -80,10 +80,6 @@ def key_rules(members: list[Subschema]) -> KeyRules:
     return KeyRules(frozenset(required), tuple(closed), frozenset(forbidden))
 
 
-#: the memo keys of a member's own signature by depth (see OneOf.own)
-_OWN_KEYS = tuple(f"signature{depth}" for depth in range(4))
-
-
 def sigs_disjoint(a, b) -> bool:
     ta, pa, va, ka = a
     tb, pb, vb, kb = b
@@ -314,7 +310,7 @@ class OneOf:
         """Member ``m``'s part of a signature (see :meth:`signature`): its types, values
         (None: not enumerated), properties' signatures (at depth 0) and key rules; the
         values of a nested ``anyOf``/``oneOf`` narrow them to its branches' union."""
-        key = _OWN_KEYS[depth] if depth < len(_OWN_KEYS) else f"signature{depth}"
+        key = f"signature{depth}"
         found = m.memo.get(key)
         if found is not None:
             return found

@@ -34,7 +34,7 @@ from automask.schema.json_text import string_node
 from automask.schema.keywords import HANDLED
 from automask.schema.lowering import Conjoin, Options
 from automask.schema.normalize import shape, types_of
-from automask.schema.objects import Objects
+from automask.schema.objects import Objects, key_order
 from automask.schema.one_of import OneOf
 from automask.schema.shapes import Shape, keywords_of, negated, written
 from automask.schema.subschema import ANNOTATIONS, TYPES, Subschema, escape, json_key
@@ -63,16 +63,12 @@ class Branch:
     def __init__(self, members: list[Subschema], strict: bool):
         self.views = [(m, shape(m).object) for m in members]
         self.types = types_of(members)
-        required = dict.fromkeys(k for _, v in self.views for k in v.required)
+        order, required = key_order(self.views)
+        self.order = list(order)
         self.required = frozenset(required)
         extras = [v.extra(strict) for _, v in self.views]
         self.open = all(x is True for x in extras)
         self.plain_extras = all(x is True or x is False for x in extras)
-        order: dict[str, None] = {}
-        for _, v in self.views:
-            order.update(dict.fromkeys(v.properties))
-        order.update(required)
-        self.order = list(order)
 
 
 def plain(m: Subschema) -> bool:
