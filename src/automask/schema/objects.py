@@ -76,7 +76,12 @@ class Objects:
                 names_node = rx.intersect(names_node, self.names_admitted(
                     Subschema(m.uri + "/propertyNames", view.property_names, m.base)))
         # Declared keys: each member constrains the value by properties, else by matching
-        # patternProperties, else by additionalProperties.
+        # patternProperties, else by additionalProperties. A member with none of these
+        # that admits any other key adds nothing to any value (most members of a wide
+        # conjunction: allOf mixins, rewritten ifs), so only the others are asked.
+        strict = self.strict
+        valued = [(m, view) for m, view in views if view.properties
+                  or view.pattern_properties or view.extra(strict) is not True]
         declared = []
         for k in order:
             check_time()
@@ -87,7 +92,7 @@ class Objects:
                 continue
             value_members: list[Subschema] = []
             forbidden = False
-            for m, view in views:
+            for m, view in valued:
                 subs = self.value_schemas_for_key(m, view, k)
                 if subs is None:
                     forbidden = True

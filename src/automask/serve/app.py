@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from automask.engine.compiled import compiler_for
 from automask.sampling import SamplingParams
 from automask.serve.chat import Answer, partial_fields, prompt_ids, read_answer, render_prompt
 from automask.serve.config import ServerConfig
@@ -76,6 +77,8 @@ class Server:
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        # Before the first request, not in it: what every JSON grammar's first masks need.
+        compiler_for(self.vocab).warm_up(whitespace=self.config.whitespace)
         self.scheduler.start()
         try:
             yield

@@ -1,0 +1,91 @@
+"""Warming a compiler up: what every JSON grammar of a vocabulary needs, made before the
+first request needs it (:meth:`Compiler.warm_up <automask.engine.compiled.Compiler.warm_up>`).
+
+A compiler's first masks pay for work that no later grammar repeats: the
+vocabulary's whitespace tables (:mod:`automask.engine.gaps`), the code point
+counts behind length-bounded strings (:mod:`automask.engine.counted`), and the
+scans of the lexemes nearly every JSON schema has (a string body, a number,
+``true``/``false``/``null``, the punctuation and whitespace between them, a
+key's quotes). On Llama-3.1 the first schema a fresh compiler saw took about
+130 ms to its first mask, the next ones a few. A server pays that at startup
+instead: it walks one built-in schema of those shapes along a few texts, one
+character at a time (no tokenizer needed, and every boundary a token could end
+at is visited), in the layouts JSON is written in.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from automask.engine.matcher import Matcher
+from automask.errors import GrammarError
+from automask.grammar.ir import Grammar
+
+if TYPE_CHECKING:
+    from automask.engine.compiled import Compiler
+
+#: What nearly every JSON schema holds: each JSON type, arrays and nested objects,
+#: strings with a length bound and the most used formats, an enum, open and closed
+#: objects. (Generic shapes, not any benchmark's schemas.)
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "count": {"type": "integer"},
+        "score": {"type": "number"},
+        "ok": {"type": "boolean"},
+        "none": {"type": "null"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "values": {"type": "array", "items": {"type": "number"}},
+        "short": {"type": "string", "maxLength": 64},
+        "kind": {"enum": ["a", "b"]},
+        "when": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"},
+        "link": {"type": "string", "format": "uri"},
+        "mail": {"type": "string", "format": "email"},
+        "id": {"type": "string", "format": "uuid"},
+        "child": {"type": "object", "properties": {"key": {"type": "string"}},
+                  "additionalProperties": False},
+        "extra": {"type": "object", "additionalProperties": {"type": "string"}},
+        "either": {"type": ["string", "null"]},
+        "any": {},
+    },
+}
+
+#: Texts of ``SCHEMA``: plain and escaped strings, signed and fractional numbers, empty
+#: and nested containers (each one written compact and indented).
+INSTANCES: tuple[dict[str, Any], ...] = (
+    {"name": 'Ada "Lovelace"\\ café', "count": -12, "score": 3.5e-3, "ok": True,
+     "none": None, "tags": ["x", "y z"], "values": [1, 2.5, -3], "short": "abc",
+     "kind": "a", "when": "2024-01-02T03:04:05Z", "day": "2024-01-02",
+     "link": "https://example.org/a?b=c", "mail": "a.b@example.com",
+     "id": "123e4567-e89b-12d3-a456-426614174000", "child": {"key": "v"},
+     "extra": {"k": "v", "k2": ""}, "either": None,
+     "any": {"a": [1, "b", None, True, {"c": 2.5}]}},
+    {"name": "", "count": 0, "score": 10, "ok": False, "tags": [], "values": [],
+     "child": {}, "extra": {}, "either": "s", "any": []},
+)
+
+
+def warm_up(compiler: Compiler, *, whitespace: str | int = "flexible") -> None:
+    """Walk :data:`SCHEMA` along :data:`INSTANCES` with ``compiler`` (see the module
+    docstring); ``whitespace`` as :meth:`Grammar.from_json_schema` takes it, the layout
+    the caller's grammars use (flexible: the texts compact and indented)."""
+    try:
+        compiled = compiler.compile(Grammar.from_json_schema(SCHEMA, whitespace=whitespace))
+    except GrammarError:  # a vocabulary that cannot spell some lexeme: it has no use for it
+        return
+    indents: tuple[int | None, ...] = (None,) if whitespace == "compact" else (
+        (whitespace,) if isinstance(whitespace, int) else (None, 2))
+    matcher = Matcher(compiled)
+    for instance in INSTANCES:
+        for indent in indents:
+            text = json.dumps(instance, ensure_ascii=False, indent=indent,
+                              separators=(",", ":") if whitespace == "compact" else None)
+            matcher.reset()
+            for char in text:
+                matcher.mask_words()
+                if not matcher.accept_bytes(char.encode()):
+                    raise RuntimeError(f"warm-up text refused at {char!r}: {text}")
+            matcher.mask_words()
