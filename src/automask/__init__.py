@@ -12,6 +12,7 @@ from automask.bitmask import allocate_bitmask, apply_bitmask, unpack_bitmask
 from automask.engine.batch import fill_bitmasks
 from automask.engine.compiled import CacheStats, CompiledGrammar, Compiler, Limits, compile
 from automask.engine.matcher import Matcher
+from automask.engine.warm_up import warm_up
 from automask.errors import (
     AutomaskError,
     EmptyLanguage,
@@ -48,4 +49,5 @@ __all__ = [
     "fill_bitmasks",
     "generate",
     "unpack_bitmask",
+    "warm_up",
 ]

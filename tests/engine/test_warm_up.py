@@ -1,4 +1,4 @@
-"""``Compiler.warm_up``: the shared work of JSON grammars' first masks, made ahead.
+"""``warm_up(compiler)``: the shared work of JSON grammars' first masks, made ahead.
 
 Warming up changes which scans are cached, never a mask: a schema walked with
 a warmed compiler gets the masks a cold one computes, and the warmed one walks
@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from automask import Compiler, Grammar, Matcher
+from automask import Compiler, Grammar, Matcher, warm_up
 
 SCHEMA = {
     "type": "object",
@@ -54,16 +54,16 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
 @pytest.mark.parametrize("whitespace", ["flexible", "compact", 2])
 def test_warm_up_in_each_layout_fills_the_shared_scans_once(tiny_bpe_vocab, whitespace):
     compiler = Compiler(tiny_bpe_vocab)
-    compiler.warm_up(whitespace=whitespace)
+    warm_up(compiler, whitespace=whitespace)
     entries = compiler.stats().entries
     assert entries > 20  # string bodies, numbers, literals, punctuation, keys
-    compiler.warm_up(whitespace=whitespace)
+    warm_up(compiler, whitespace=whitespace)
     assert compiler.stats().entries == entries  # all found made: nothing new
 
 
 def test_warmed_masks_are_the_cold_ones(tiny_bpe_vocab):
     warmed = Compiler(tiny_bpe_vocab)
-    warmed.warm_up()
+    warm_up(warmed)
     _same(_masks(warmed, tiny_bpe_vocab), _masks(Compiler(tiny_bpe_vocab), tiny_bpe_vocab))
 
 
@@ -72,7 +72,7 @@ def test_warm_up_spares_a_new_schema_most_vocabulary_walks(llama):
     cold = Compiler(llama)
     cold_masks = _masks(cold, llama)
     warmed = Compiler(llama)
-    warmed.warm_up()
+    warm_up(warmed)
     before = warmed.stats().scans.get("walk", 0)
     _same(_masks(warmed, llama), cold_masks)
     walks_cold = cold.stats().scans["walk"]

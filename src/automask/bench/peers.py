@@ -104,7 +104,7 @@ class AutomaskEngine(Engine):
         self.root: Any = None
         self.schema_options = dict(self.SCHEMA_OPTIONS, **(schema_options or {}))
         #: prepare as a server starts: the compiler warmed up for JSON grammars
-        #: (Compiler.warm_up), so the first schema's masks are not charged with it
+        #: (engine/warm_up.py), so the first schema's masks are not charged with it
         self.warm_up = warm_up
 
     @property
@@ -125,7 +125,9 @@ class AutomaskEngine(Engine):
         self.compiler = compiler_for(vocab)
         self.root = self.compiler.tokens
         if self.warm_up:
-            self.compiler.warm_up(whitespace=self.schema_options["whitespace"])
+            from automask.engine.warm_up import warm_up
+
+            warm_up(self.compiler, whitespace=self.schema_options["whitespace"])
 
     def parse(self, spec: GrammarSpec) -> Any:
         from automask.grammar.ir import Grammar

@@ -105,18 +105,6 @@ class Compiler:
             raise TypeError(f"compile() takes a Grammar, not {type(grammar).__name__}")
         return CompiledGrammar(grammar, self, limits)
 
-    def warm_up(self, *, whitespace: str | int = "flexible") -> None:
-        """Make now what the first masks of JSON grammars would otherwise make: the
-        vocabulary's whitespace tables and the scans of a string, a number, the literals,
-        the punctuation and common formats (:mod:`automask.engine.warm_up`). A server
-        calls it at startup, so that its first request does not wait for them (on
-        Llama-3.1: ~0.3 s here, ~130 ms off the first schema's first mask).
-        ``whitespace``: the layout of the grammars to come (as
-        :meth:`Grammar.from_json_schema` takes it). Masks are the same either way."""
-        from automask.engine.warm_up import warm_up
-
-        warm_up(self, whitespace=whitespace)
-
     def clear(self) -> None:
         """Drop the shared scans (grammars compiled before go on, and make them again)."""
         self.scans.cache.clear_all()

@@ -1,5 +1,5 @@
 """Warming a compiler up: what every JSON grammar of a vocabulary needs, made before the
-first request needs it (:meth:`Compiler.warm_up <automask.engine.compiled.Compiler.warm_up>`).
+first request needs it (:func:`warm_up`, also ``automask.warm_up``).
 
 A compiler's first masks pay for work that no later grammar repeats: the
 vocabulary's whitespace tables (:mod:`automask.engine.gaps`), the code point
@@ -69,9 +69,15 @@ INSTANCES: tuple[dict[str, Any], ...] = (
 
 
 def warm_up(compiler: Compiler, *, whitespace: str | int = "flexible") -> None:
-    """Walk :data:`SCHEMA` along :data:`INSTANCES` with ``compiler`` (see the module
-    docstring); ``whitespace`` as :meth:`Grammar.from_json_schema` takes it, the layout
-    the caller's grammars use (flexible: the texts compact and indented)."""
+    """Make now what the first masks of ``compiler``'s JSON grammars would otherwise
+    make (see the module docstring): a server calls it at startup, so that its first
+    request does not wait for them (Llama-3.1: ~0.4 s here, ~130 ms off the first
+    schema's first mask). ``whitespace``: the layout of the grammars to come, as
+    :meth:`Grammar.from_json_schema` takes it (flexible: the texts are walked compact
+    and indented). Only caches are filled: masks are the same either way.
+
+    It walks :data:`SCHEMA` along :data:`INSTANCES`; a vocabulary that cannot spell
+    some lexeme of it (a toy one) is left as it is."""
     try:
         compiled = compiler.compile(Grammar.from_json_schema(SCHEMA, whitespace=whitespace))
     except GrammarError:  # a vocabulary that cannot spell some lexeme: it has no use for it

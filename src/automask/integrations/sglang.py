@@ -83,8 +83,9 @@ from typing import Any
 import numpy as np
 
 from automask.bitmask import bitmask_words
-from automask.engine.compiled import CompiledGrammar, compile
+from automask.engine.compiled import CompiledGrammar, compile, compiler_for
 from automask.engine.matcher import Matcher
+from automask.engine.warm_up import warm_up
 from automask.errors import AutomaskError
 from automask.generation.prepare import vocabulary_for
 from automask.grammar.ir import Grammar
@@ -561,7 +562,8 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int,
     ``init_func(server_args, tokenizer, vocab_size, eos_token_ids)``.
 
     Reads ``--constrained-json-disable-any-whitespace`` and
-    ``--constrained-json-max-whitespace-cnt`` (``options`` override them), and
+    ``--constrained-json-max-whitespace-cnt`` (``options`` override them), warms the
+    vocabulary's compiler up for JSON grammars (:func:`automask.warm_up`), and
     wraps the backend in SGLang's ``ReasonerGrammarBackend`` under
     ``--reasoning-parser`` (``reasoning=False`` in ``options`` turns that off).
     """
@@ -577,6 +579,9 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int,
                        "whitespace is --constrained-json-disable-any-whitespace and "
                        "--constrained-json-max-whitespace-cnt)")
     backend = AutomaskGrammarBackend(tokenizer, vocab_size, eos_token_ids, **options)
+    # SGLang makes its grammar backend as the server starts: the first request should not
+    # wait for what every JSON grammar's first masks need (engine/warm_up.py).
+    warm_up(compiler_for(backend.vocab), whitespace=options["whitespace"])
     parser_name = _serving_option(server_args, "reasoning_parser", None)
     if wrap_reasoning and parser_name:
         return _with_reasoning(backend, server_args, tokenizer, parser_name)

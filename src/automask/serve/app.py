@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from automask.engine.compiled import compiler_for
+from automask.engine.warm_up import warm_up
 from automask.sampling import SamplingParams
 from automask.serve.chat import Answer, partial_fields, prompt_ids, read_answer, render_prompt
 from automask.serve.config import ServerConfig
@@ -78,7 +79,7 @@ class Server:
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         # Before the first request, not in it: what every JSON grammar's first masks need.
-        compiler_for(self.vocab).warm_up(whitespace=self.config.whitespace)
+        warm_up(compiler_for(self.vocab), whitespace=self.config.whitespace)
         self.scheduler.start()
         try:
             yield
