@@ -674,6 +674,22 @@ def test_a_large_enum_is_one_lexeme_with_the_masks_of_one_lexeme_per_value(
         assert accepts_bytes(c, text) is (text in ('{"v": 7.0}', '{"v": 1.50}')), text
 
 
+def test_a_wide_enum_of_single_spellings_is_the_tree_of_its_values_nodes():
+    """An enum of thousands of names goes straight from its texts into the prefix tree of
+    bytes: the node is the one the alternation of each value's own node gives (nodes are
+    interned, so the very same object), with a value of several spellings (a number, a
+    string with an escape) the general way; and within the limit of a plain alternation
+    nothing changes."""
+    from automask.regex.parser import TRIE_BRANCHES, alternation
+    from automask.schema.json_text import literal_node, only_spelling, values_node
+
+    names = [f"name {i}" for i in range(TRIE_BRANCHES + 50)] + [None, True, False, "é"]
+    for values in (names, names + ['say "hi"', 3.5], names[:20]):
+        assert values_node(values) is alternation([literal_node(v) for v in values])
+    assert only_spelling("a/b") is None and only_spelling(1) is None  # \/ and 1.0 too
+    assert only_spelling("x") == b'"x"' and only_spelling(None) == b"null"
+
+
 def test_a_tag_required_next_to_the_one_of_makes_its_branches_disjoint(
         tiny_bpe_vocab, monkeypatch):
     """A tagged union whose tag is required beside the ``oneOf`` (not in each branch) is

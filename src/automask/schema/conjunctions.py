@@ -19,13 +19,13 @@ from automask.budget import check_time_now
 from automask.errors import GrammarError, LimitExceeded
 from automask.grammar.ir import Choice, Expr, Ref, Terminal
 from automask.regex import nodes as rx
-from automask.regex.parser import alternation, parse_regex
+from automask.regex.parser import parse_regex
 from automask.schema.annotations import Annotations, pending
 from automask.schema.arrays import Arrays
 from automask.schema.complement import Negation, branches_beside, expanded, negation, without
 from automask.schema.concrete import ConcreteValues
 from automask.schema.conditionals import conditionals, tag_cases
-from automask.schema.json_text import JsonPieces, literal_node
+from automask.schema.json_text import JsonPieces, literal_node, values_node
 from automask.schema.keywords import HANDLED, check_values
 from automask.schema.lowering import Options, Report
 from automask.schema.normalize import negated_types_of, shape, types_of
@@ -414,7 +414,7 @@ class Conjunctions:
             if len(scalars) <= ENUM_LEXEMES:
                 return Choice(tuple(self.json.value(v) for v in ok))
             structured = [self.json.value(v) for v in ok if isinstance(v, (dict, list))]
-            return Choice((Terminal(alternation([literal_node(v) for v in scalars])), *structured))
+            return Choice((Terminal(values_node(scalars)), *structured))
         alternatives: list[Expr] = []
         gone = [v for m in members for v in shape(m).not_excludes]
         scalar = rx.EMPTY

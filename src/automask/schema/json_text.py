@@ -19,6 +19,7 @@ from automask.errors import GrammarError
 from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal, text
 from automask.regex import nodes as rx
 from automask.regex import utf8
+from automask.regex.parser import TRIE_BRANCHES, alternation, literal_trie
 
 
 def _json_spellings() -> dict[int, list[bytes]]:
@@ -58,13 +59,28 @@ def literal_string_node(value: str, after: rx.Node = rx.EPS) -> rx.Node:
     in: its derivatives are its own suffixes, so stepping through a key makes
     no new nodes, and a chain joined to ``after`` later would be rebuilt.
     """
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: literal_text reports it
-        data = None
-    if data is not None and not data.translate(None, JSON_STRING_CODE.plain):
-        return rx.literal(b'"%s"' % data, after)
+    spelled = only_spelling(value)
+    if spelled is not None:
+        return rx.literal(spelled, after)
     return rx.concat(string_node(utf8.literal_text(value)), after)
+
+
+_KEYWORD_TEXTS = {None: b"null", True: b"true", False: b"false"}
+
+
+def only_spelling(value) -> bytes | None:
+    """The one JSON text of a scalar that has one: ``null``, the booleans, and a string
+    JSON spells only as itself (see :func:`literal_string_node`); None for any other
+    (a number: ``1`` is ``1.0`` too; a string with escapes)."""
+    if isinstance(value, str):
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: literal_text reports it
+            return None
+        return None if data.translate(None, JSON_STRING_CODE.plain) else b'"%s"' % data
+    if value is None or value is True or value is False:
+        return _KEYWORD_TEXTS[value]
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -260,14 +276,22 @@ def number_regex() -> rx.Node:
     return parse_regex(NUMBER_TEXT)
 
 
+def values_node(values: Sequence) -> rx.Node:
+    """The texts of the scalar JSON ``values`` as one node (:func:`alternation`: a prefix
+    tree when wide). Where every value has one spelling (an enum of thousands of names),
+    the tree is made from the spellings at once, not from a chain of nodes per value
+    that the tree then takes apart again (3,000 names: 260 ms, nearly all of it)."""
+    if len(values) > TRIE_BRANCHES:
+        texts = [only_spelling(v) for v in values]
+        if None not in texts:
+            return literal_trie(texts)  # type: ignore[arg-type]  # (none is None)
+    return alternation([literal_node(v) for v in values])
+
+
 def literal_node(value) -> rx.Node:
     """The texts of a scalar JSON value: numbers compare by value (``1`` == ``1.0``)."""
-    if value is None:
-        return rx.literal(b"null")
-    if value is True:
-        return rx.literal(b"true")
-    if value is False:
-        return rx.literal(b"false")
+    if value is None or value is True or value is False:
+        return rx.literal(_KEYWORD_TEXTS[value])
     if isinstance(value, str):
         return literal_string_node(value)
     if isinstance(value, (int, float)):
