@@ -674,20 +674,35 @@ def test_a_large_enum_is_one_lexeme_with_the_masks_of_one_lexeme_per_value(
         assert accepts_bytes(c, text) is (text in ('{"v": 7.0}', '{"v": 1.50}')), text
 
 
-def test_a_wide_enum_of_single_spellings_is_the_tree_of_its_values_nodes():
+def test_a_wide_enum_is_one_tree_of_its_values_spellings():
     """An enum of thousands of names goes straight from its texts into the prefix tree of
     bytes: the node is the one the alternation of each value's own node gives (nodes are
-    interned, so the very same object), with a value of several spellings (a number, a
-    string with an escape) the general way; and within the limit of a plain alternation
-    nothing changes."""
+    interned, so the very same object); and within the limit of a plain alternation
+    nothing changes. In a wide enum of values of several spellings (numbers, a string
+    with an escape), every spelling of every value is one branch of the tree: the
+    language is each value's, spelled any way JSON allows, and nothing else."""
+    from automask.regex import nodes as rx
     from automask.regex.parser import TRIE_BRANCHES, alternation
     from automask.schema.json_text import literal_node, only_spelling, values_node
 
     names = [f"name {i}" for i in range(TRIE_BRANCHES + 50)] + [None, True, False, "é"]
-    for values in (names, names + ['say "hi"', 3.5], names[:20]):
+    for values in (names, names[:20]):
         assert values_node(values) is alternation([literal_node(v) for v in values])
-    assert only_spelling("a/b") is None and only_spelling(1) is None  # \/ and 1.0 too
+    assert only_spelling("a/b") is None and only_spelling(1) is None  # (also \/ and 1.0)
     assert only_spelling("x") == b'"x"' and only_spelling(None) == b"null"
+
+    numbers = [3 * i for i in range(TRIE_BRANCHES + 10)] + [0.25, -7]
+    narrow = numbers[:30] + ['say "hi"', "a/b", None]
+    assert values_node(narrow) is alternation([literal_node(v) for v in narrow])
+    for values in (numbers, narrow):
+        node = values_node(values)
+        for v in values:
+            assert rx.matches(node, json.dumps(v).encode()), v
+        numeric = {float(v) for v in values if type(v) in (int, float)}
+        for text in ("15.0", "1.5e1", "150E-1", "0.15e+2", "0.250", "2.5e-1", "-7.00",
+                     "-0.7e1", "762", "7.62e2", "16", "7"):
+            assert rx.matches(node, text.encode()) is (float(text) in numeric), text
+        assert not rx.matches(node, b"1.5e") and not rx.matches(node, b'"name"')
 
 
 def test_a_tag_required_next_to_the_one_of_makes_its_branches_disjoint(
