@@ -82,16 +82,22 @@ def warm_up(compiler: Compiler, *, whitespace: str | int = "flexible") -> None:
         compiled = compiler.compile(Grammar.from_json_schema(SCHEMA, whitespace=whitespace))
     except GrammarError:  # a vocabulary that cannot spell some lexeme: it has no use for it
         return
-    indents: tuple[int | None, ...] = (None,) if whitespace == "compact" else (
-        (whitespace,) if isinstance(whitespace, int) else (None, 2))
     matcher = Matcher(compiled)
     for instance in INSTANCES:
-        for indent in indents:
-            text = json.dumps(instance, ensure_ascii=False, indent=indent,
-                              separators=(",", ":") if whitespace == "compact" else None)
+        for layout in _layouts(whitespace):
+            text = json.dumps(instance, ensure_ascii=False, **layout)
             matcher.reset()
             for char in text:
                 matcher.mask_words()
                 if not matcher.accept_bytes(char.encode()):
                     raise RuntimeError(f"warm-up text refused at {char!r}: {text}")
             matcher.mask_words()
+
+
+def _layouts(whitespace: str | int) -> list[dict[str, Any]]:
+    """``json.dumps`` options for the texts a grammar of that layout admits."""
+    if whitespace == "compact":
+        return [{"separators": (",", ":")}]
+    if isinstance(whitespace, int):
+        return [{"indent": whitespace}]
+    return [{}, {"indent": 2}]  # flexible: written either way

@@ -278,18 +278,17 @@ def number_regex() -> rx.Node:
 
 def values_node(values: Sequence) -> rx.Node:
     """The texts of the scalar JSON ``values`` as one node (:func:`alternation`: a prefix
-    tree when wide). Where every value has one spelling (an enum of thousands of names),
-    the tree is made from the spellings at once, not from a chain of nodes per value
-    that the tree then takes apart again (3,000 names: 260 ms, nearly all of it).
+    tree when wider than a plain alternation).
 
-    A number has many spellings (``15``, ``15.0``, ``1.5e1``, ``150e-1``…), so its node
-    is an alternation. In a wide enum its branches join the tree beside every other
-    value's, so that a digit typed is followed once through the branches that share
-    it, not once per value: 1,000 integers took a first mask of 395 ms and a step of
-    155 ms, now 18 and 3 ms (the tree costs more to build, 750 → 950 ms of spellings).
-    Up to the width of a plain alternation, building the tree costs more than it saves
-    (16 dev schemas of 17–69 numbers: first mask p50 10 → 15 ms), so those stay as
-    they were."""
+    Where every value has one spelling (an enum of thousands of names), the tree is
+    made from the spellings at once: a chain of nodes per value would only be taken
+    apart again by the tree. A number has many spellings (``15``, ``15.0``,
+    ``1.5e1``, ``150e-1``…), so its node is an alternation; in a wide enum its
+    branches join the tree beside every other value's, so that a digit typed is
+    followed once through the branches sharing it, not once per value. Narrower
+    enums keep one branch per value: there the tree costs more to build than the
+    masks save.
+    """
     if len(values) <= TRIE_BRANCHES:
         return alternation([literal_node(v) for v in values])
     texts = [only_spelling(v) for v in values]
