@@ -140,6 +140,10 @@ def _texts_near(kw: dict) -> list[str]:
 @SETTINGS
 @given(kw=bounds(), texts=st.lists(number_texts(), min_size=1, max_size=25))
 def test_number_node_sound_and_complete(kw, texts):
+    _check_sound_and_complete(kw, texts)
+
+
+def _check_sound_and_complete(kw: dict, texts: list[str]) -> None:
     node = number_node(**kw)
     for text in texts + _texts_near(kw):
         assert NUMBER_RE.fullmatch(text), text
@@ -198,6 +202,46 @@ def test_number_node_table(kw, good, bad):
         assert _m(node, t), (kw, t)
     for t in bad:
         assert not _m(node, t), (kw, t)
+
+
+def _same_language(a: rx.Node, b: rx.Node) -> bool:
+    """Whether two nodes match the same strings: every pair of derivatives reached by the
+    same bytes agrees on acceptance (a search over the pairs, one byte class at a time)."""
+    seen, todo = {(a.uid, b.uid)}, [(a, b)]
+    while todo:
+        x, y = todo.pop()
+        if x.nullable != y.nullable:
+            return False
+        for lo, _ in rx.class_runs(rx.class_starts(x) | rx.class_starts(y)):
+            dx, dy = rx.derive(x, lo), rx.derive(y, lo)
+            if (dx is rx.EMPTY) != (dy is rx.EMPTY):
+                return False
+            if dx is not rx.EMPTY and (dx.uid, dy.uid) not in seen:
+                seen.add((dx.uid, dy.uid))
+                todo.append((dx, dy))
+    return True
+
+
+_POINT_EDGES = [0, 1, 9, 10, 1500, 123456789, 10**9 - 1, 10**9, 10**25, 0.5, 0.25, 3.14159,
+                1e-7, 1e-8, 1e-9, 2.5e-12, 1e20, 1e300, 5e-324, 1.7976931348623157e308,
+                Decimal("0.000"), Decimal("1.500"), Decimal("120E3")]
+
+
+@SETTINGS
+@given(value=_bound_value() | st.sampled_from(_POINT_EDGES),
+       texts=st.lists(number_texts(), max_size=10))
+def test_a_single_value_is_the_range_from_it_to_itself(value, texts):
+    """The texts of one value (an enum's number) are written directly: the same language
+    as the general construction of the range [x, x]; ``number_node(x, x)``, which uses
+    them, is sound and complete on its spellings and its neighbours."""
+    x = abs(_dec(value))
+    lim = (x, False)
+    general = rx.alt(numbers.plain(lim, lim), numbers._exponential(lim, lim))
+    assert _same_language(numbers._point(x), general), value
+    spellings = [json.dumps(value) if not isinstance(value, Decimal) else str(value),
+                 format(_dec(value), "e"), format(_dec(value), "f") + "00"]
+    _check_sound_and_complete({"minimum": value, "maximum": value},
+                              texts + [t for t in spellings if NUMBER_RE.fullmatch(t)])
 
 
 def test_empty_ranges_are_empty():

@@ -396,9 +396,51 @@ def _number(lo: Lim | None, hi: Lim | None) -> rx.Node:
     pos, neg = magnitude_sides(lo, hi)
     parts = []
     if pos is not None:
-        parts += [plain(*pos), _exponential(*pos)]
+        parts.append(_unsigned(*pos))
     if neg is not None:
-        parts.append(rx.concat(MINUS, rx.alt(plain(*neg), _exponential(*neg))))
+        parts.append(rx.concat(MINUS, _unsigned(*neg)))
     return rx.alt_of(parts)
+
+
+def _unsigned(lo: Lim, hi: Lim | None) -> rx.Node:
+    """Unsigned texts, with or without an exponent, whose value is between the limits."""
+    if hi is not None and lo == hi and not lo[1] and not hi[1]:
+        return _point(lo[0])
+    return rx.alt(plain(lo, hi), _exponential(lo, hi))
+
+
+_ZERO_FRACTION = rx.optional(rx.concat(DOT, ZEROS))
+_TRAILING_ZEROS = rx.star(ZERO)
+
+
+def _point(x: Decimal) -> rx.Node:
+    """The unsigned texts of exactly the value ``x`` (an enum's or a ``const``'s number):
+    the language ``alt(plain(x, x), _exponential(x, x))`` describes, written directly.
+
+    A single value has one shortest plain text, which only trailing zeros may
+    lengthen, and in each mantissa decade of the window exactly one mantissa
+    (``x`` with its point moved) with one exponent: eighteen strings each built
+    backwards onto its tail (:func:`rx.literal`'s ``after``), where the range
+    construction takes each through the digit-by-digit bounds of :func:`plain` and
+    then concatenates it to its exponent, rebuilding the string's chain of nodes
+    (an enum of integers: a third of the nodes, 0.7 -> 0.3 ms a value).
+    """
+    if x == 0:
+        return rx.alt(_ZERO_MANTISSA, rx.concat(_ZERO_MANTISSA, _EXP_ANY))
+    decade = x.adjusted()
+    parts = [_plain_point(x, rx.EPS)]
+    for s in range(-MANTISSA_DECADES, MANTISSA_DECADES + 1):
+        e = decade - s
+        parts.append(_plain_point(_shift(x, -e), _exponent(e, e)))
+    return rx.alt_of(parts)
+
+
+def _plain_point(x: Decimal, after: rx.Node) -> rx.Node:
+    """The plain texts of the value ``x`` > 0 (``15``, ``15.0``…; ``1.5``, ``1.50``…),
+    then ``after``."""
+    whole, fraction = split_decimal(x)
+    if fraction:
+        return rx.literal(f"{whole}.{fraction}".encode(), rx.concat(_TRAILING_ZEROS, after))
+    return rx.literal(str(whole).encode(), rx.concat(_ZERO_FRACTION, after))
 
 
