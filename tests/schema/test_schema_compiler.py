@@ -22,6 +22,7 @@ import json
 import warnings
 
 import pytest
+from support.languages import same_language
 from support.schema_cases import CASES, TREE, tree
 from support.schema_reference import (
     D4,
@@ -703,6 +704,7 @@ def test_a_wide_enum_is_one_tree_of_its_values_spellings():
                      "-0.7e1", "762", "7.62e2", "16", "7"):
             assert rx.matches(node, text.encode()) is (float(text) in numeric), text
         assert not rx.matches(node, b"1.5e") and not rx.matches(node, b'"name"')
+        assert same_language(node, rx.alt_of(literal_node(v) for v in values))
 
 
 def test_a_tag_required_next_to_the_one_of_makes_its_branches_disjoint(

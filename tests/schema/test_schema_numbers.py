@@ -15,6 +15,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.languages import same_language
 
 from automask import Grammar
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded, UnsupportedFeature
@@ -204,24 +205,6 @@ def test_number_node_table(kw, good, bad):
         assert not _m(node, t), (kw, t)
 
 
-def _same_language(a: rx.Node, b: rx.Node) -> bool:
-    """Whether two nodes match the same strings: every pair of derivatives reached by the
-    same bytes agrees on acceptance (a search over the pairs, one byte class at a time)."""
-    seen, todo = {(a.uid, b.uid)}, [(a, b)]
-    while todo:
-        x, y = todo.pop()
-        if x.nullable != y.nullable:
-            return False
-        for lo, _ in rx.class_runs(rx.class_starts(x) | rx.class_starts(y)):
-            dx, dy = rx.derive(x, lo), rx.derive(y, lo)
-            if (dx is rx.EMPTY) != (dy is rx.EMPTY):
-                return False
-            if dx is not rx.EMPTY and (dx.uid, dy.uid) not in seen:
-                seen.add((dx.uid, dy.uid))
-                todo.append((dx, dy))
-    return True
-
-
 _POINT_EDGES = [0, 1, 9, 10, 1500, 123456789, 10**9 - 1, 10**9, 10**25, 0.5, 0.25, 3.14159,
                 1e-7, 1e-8, 1e-9, 2.5e-12, 1e20, 1e300, 5e-324, 1.7976931348623157e308,
                 Decimal("0.000"), Decimal("1.500"), Decimal("120E3")]
@@ -237,7 +220,7 @@ def test_a_single_value_is_the_range_from_it_to_itself(value, texts):
     x = abs(_dec(value))
     lim = (x, False)
     general = rx.alt(numbers.plain(lim, lim), numbers._exponential(lim, lim))
-    assert _same_language(numbers._point(x), general), value
+    assert same_language(numbers._point(x), general), value
     spellings = [json.dumps(value) if not isinstance(value, Decimal) else str(value),
                  format(_dec(value), "e"), format(_dec(value), "f") + "00"]
     _check_sound_and_complete({"minimum": value, "maximum": value},

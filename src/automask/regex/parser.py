@@ -47,6 +47,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections.abc import Iterable
 
 from automask.budget import check_time
 from automask.errors import GrammarError, LimitExceeded, UnsupportedFeature
@@ -209,18 +210,28 @@ def alternation(nodes: list[rx.Node]) -> rx.Node:
     texts = [_literal_bytes(n) for n in nodes]
     if all(t is not None for t in texts):
         return literal_trie(texts)  # type: ignore[arg-type]  # (none is None)
-    chains: dict[tuple[int, ...], tuple[rx.Node, ...]] = {}
-    for n in nodes:
-        parts = []
-        while n.kind == rx.K_CONCAT:
-            parts.append(n.a)
-            n = n.b
-        if n is not rx.EPS:
-            parts.append(n)
-        chains[tuple(p.uid for p in parts)] = tuple(parts)
-    keys = sorted(chains)
-    return _prefix_tree(keys, lambda k, d: chains[k][d],
-                        lambda k, d: rx.concat(*chains[k][d:]),
+    return chain_trie([concatenated_parts(n) for n in nodes])
+
+
+def concatenated_parts(node: rx.Node) -> tuple[rx.Node, ...]:
+    """The parts ``node`` concatenates, in order (itself alone if it is no concatenation)."""
+    parts = []
+    while node.kind == rx.K_CONCAT:
+        parts.append(node.a)
+        node = node.b
+    if node is not rx.EPS:
+        parts.append(node)
+    return tuple(parts)
+
+
+def chain_trie(chains: Iterable[tuple[rx.Node, ...]]) -> rx.Node:
+    """The alternation of the concatenations ``chains`` (each given by its parts) as a
+    prefix tree over the parts: :func:`alternation`'s tree, for callers that have the
+    parts (a wide numeric enum's spellings) without making each chain first."""
+    by_key = {tuple(p.uid for p in parts): parts for parts in chains}
+    keys = sorted(by_key)
+    return _prefix_tree(keys, lambda k, d: by_key[k][d],
+                        lambda k, d: rx.concat(*by_key[k][d:]),
                         lambda k, d: k[:d] + (k[d] + 1,))
 
 

@@ -19,7 +19,13 @@ from automask.errors import GrammarError
 from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal, text
 from automask.regex import nodes as rx
 from automask.regex import utf8
-from automask.regex.parser import TRIE_BRANCHES, alternation, literal_trie
+from automask.regex.parser import (
+    TRIE_BRANCHES,
+    alternation,
+    chain_trie,
+    concatenated_parts,
+    literal_trie,
+)
 
 
 def _json_spellings() -> dict[int, list[bytes]]:
@@ -283,22 +289,36 @@ def values_node(values: Sequence) -> rx.Node:
     Where every value has one spelling (an enum of thousands of names), the tree is
     made from the spellings at once: a chain of nodes per value would only be taken
     apart again by the tree. A number has many spellings (``15``, ``15.0``,
-    ``1.5e1``, ``150e-1``…), so its node is an alternation; in a wide enum its
-    branches join the tree beside every other value's, so that a digit typed is
-    followed once through the branches sharing it, not once per value. Narrower
-    enums keep one branch per value: there the tree costs more to build than the
-    masks save.
+    ``1.5e1``, ``150e-1``…); in a wide enum each joins the tree beside every other
+    value's, as its leading bytes and the node of what may follow them, so that a
+    digit typed is followed once through the branches sharing it, not once per
+    value. Narrower enums keep one branch per value: there the tree costs more to
+    build than the masks save.
     """
     if len(values) <= TRIE_BRANCHES:
         return alternation([literal_node(v) for v in values])
     texts = [only_spelling(v) for v in values]
     if None not in texts:
         return literal_trie(texts)  # type: ignore[arg-type]  # (none is None)
-    branches: list[rx.Node] = []
+    chains: list[tuple[rx.Node, ...]] = []
     for v in values:
-        node = literal_node(v)
-        branches.extend(node.items if node.kind == rx.K_ALT else (node,))
-    return alternation(branches)
+        if _is_number(v):
+            from automask.schema.numbers import number_spellings
+
+            chains += [tuple(map(_single_byte, text)) + (() if tail is rx.EPS else (tail,))
+                       for text, tail in number_spellings(v)]
+        else:
+            node = literal_node(v)
+            chains += map(concatenated_parts, node.items if node.kind == rx.K_ALT else (node,))
+    return chain_trie(chains)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _single_byte(c: int) -> rx.Node:
+    return rx.byte_set(1 << c)
 
 
 def literal_node(value) -> rx.Node:

@@ -38,7 +38,7 @@ from automask.errors import GrammarError, LimitExceeded
 from automask.regex import nodes as rx
 
 __all__ = [
-    "MANTISSA_DECADES", "MAX_BOUND_DIGITS", "integer_node", "number_node",
+    "MANTISSA_DECADES", "MAX_BOUND_DIGITS", "integer_node", "number_node", "number_spellings",
 ]
 
 MANTISSA_DECADES = 8
@@ -411,36 +411,58 @@ def _unsigned(lo: Lim, hi: Lim | None) -> rx.Node:
 
 _ZERO_FRACTION = rx.optional(rx.concat(DOT, ZEROS))
 _TRAILING_ZEROS = rx.star(ZERO)
+#: what follows the ``0`` of a zero: ``.0+`` or not, then an exponent or not
+_AFTER_ZERO = rx.alt(_ZERO_FRACTION, rx.concat(_ZERO_FRACTION, _EXP_ANY))
+
+#: a text of one number: its leading bytes, and the node of what may follow them
+Spelling = tuple[bytes, rx.Node]
 
 
 def _point(x: Decimal) -> rx.Node:
     """The unsigned texts of exactly the value ``x`` (an enum's or a ``const``'s number):
-    the language ``alt(plain(x, x), _exponential(x, x))`` describes, written directly.
+    the language ``alt(plain(x, x), _exponential(x, x))`` describes, written directly
+    from :func:`_point_spellings`."""
+    return rx.alt_of(rx.literal(text, tail) for text, tail in _point_spellings(x))
+
+
+def number_spellings(value: Bound) -> list[Spelling]:
+    """The texts of exactly the JSON number ``value`` (``number_node(value, value)``), as
+    a few leading byte strings each with the node of what may follow it: for a wide
+    enum, whose values' strings go into one prefix tree (``-0`` is zero too)."""
+    x = cast(Decimal, to_decimal(value, "value"))
+    unsigned = _point_spellings(abs(x))
+    if x > 0:
+        return unsigned
+    signed = [(b"-" + text, tail) for text, tail in unsigned]
+    return signed if x < 0 else unsigned + signed
+
+
+def _point_spellings(x: Decimal) -> list[Spelling]:
+    """The unsigned texts of the value ``x`` >= 0.
 
     A single value has one shortest plain text, which only trailing zeros may
-    lengthen, and in each mantissa decade of the window exactly one mantissa
-    (``x`` with its point moved) with one exponent: eighteen strings each built
+    lengthen, and in each mantissa decade of the window exactly one mantissa (``x``
+    with its point moved) with one exponent: eighteen strings, each to be built
     backwards onto its tail (:func:`rx.literal`'s ``after``), where the range
     construction takes each through the digit-by-digit bounds of :func:`plain` and
-    then concatenates it to its exponent, rebuilding the string's chain of nodes
-    (an enum of integers: a third of the nodes, 0.7 -> 0.3 ms a value).
+    then concatenates it to its exponent, rebuilding the string's chain of nodes.
     """
     if x == 0:
-        return rx.alt(_ZERO_MANTISSA, rx.concat(_ZERO_MANTISSA, _EXP_ANY))
+        return [(b"0", _AFTER_ZERO)]
     decade = x.adjusted()
-    parts = [_plain_point(x, rx.EPS)]
+    out = [_plain_spelling(x, rx.EPS)]
     for s in range(-MANTISSA_DECADES, MANTISSA_DECADES + 1):
         e = decade - s
-        parts.append(_plain_point(_shift(x, -e), _exponent(e, e)))
-    return rx.alt_of(parts)
+        out.append(_plain_spelling(_shift(x, -e), _exponent(e, e)))
+    return out
 
 
-def _plain_point(x: Decimal, after: rx.Node) -> rx.Node:
+def _plain_spelling(x: Decimal, after: rx.Node) -> Spelling:
     """The plain texts of the value ``x`` > 0 (``15``, ``15.0``…; ``1.5``, ``1.50``…),
     then ``after``."""
     whole, fraction = split_decimal(x)
     if fraction:
-        return rx.literal(f"{whole}.{fraction}".encode(), rx.concat(_TRAILING_ZEROS, after))
-    return rx.literal(str(whole).encode(), rx.concat(_ZERO_FRACTION, after))
+        return f"{whole}.{fraction}".encode(), rx.concat(_TRAILING_ZEROS, after)
+    return str(whole).encode(), rx.concat(_ZERO_FRACTION, after)
 
 
