@@ -68,9 +68,11 @@ def _same_masks_both_ways(vocab, monkeypatch):
         return part, crossing, own
 
     watch_shortcut(monkeypatch, "excluded", checked)
-    derived = masks_along(vocab, SCHEMA, INSTANCES)
+    # (literal off: where few tokens start with a key's quote, as in a tiny vocabulary,
+    # that shortcut answers for the quoted form first, and this test is about the other)
+    derived = masks_along(vocab, SCHEMA, INSTANCES, off={"literal"})
     assert len(used) >= 5 and b'"' in used and b"" in used  # keys' starts and their rests
-    assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES, off={"excluded"}))
+    assert_same_masks(derived, masks_along(vocab, SCHEMA, INSTANCES, off={"excluded", "literal"}))
 
 
 def _groups(root, crossing) -> dict[int, set[tuple[int, int]]]:

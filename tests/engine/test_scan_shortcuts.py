@@ -116,6 +116,39 @@ def test_forced_text_scan_matches_the_walk_on_llama(shared_data):
     assert declined < len(nodes) // 4
 
 
+KEYED_SCHEMA = {"type": "object", "properties": {
+    "description": {"type": "string"}, "count": {"type": "integer"},
+    "tags": {"type": "array", "items": {"enum": ["a", "b"]}}, "nested": {
+        "type": "object", "properties": {"deep_key": {"type": "boolean"}}}},
+    "required": ["description"]}
+KEYED_INSTANCES = [{"description": "x y", "count": 12, "tags": ["a"],
+                    "nested": {"deep_key": True}}, {"description": "", "nested": {}}]
+
+
+@pytest.mark.data
+def test_literal_answers_pruned_root_scans_with_the_walks_masks(llama, monkeypatch):
+    """A key's root scan under its own FOLLOW set is found by bisection and pruned as
+    ``unpruned`` prunes a walk's groups (the literal shortcut is asked first): the
+    masks along instances are those of a compiler without the shortcut."""
+    from support.walks import assert_same_masks, masks_along
+
+    from automask.engine.shortcuts import literal
+
+    pruned = []
+    real = literal.Literal.scan
+
+    def spy(self, computer, request):
+        found = real(self, computer, request)
+        pruned.append(found is not None and request.follow != rx.FULL_BITS)
+        return found
+
+    monkeypatch.setattr(literal.Literal, "scan", spy)
+    with_literal = masks_along(llama, KEYED_SCHEMA, KEYED_INSTANCES)
+    assert sum(pruned) >= 4  # the keys' rests after their opening quote
+    assert_same_masks(with_literal, masks_along(llama, KEYED_SCHEMA, KEYED_INSTANCES,
+                                                off={"literal"}))
+
+
 @pytest.mark.data
 def test_finite_scan_matches_the_walk_on_llama(llama):
     suffixes = _every_token(llama)  # values followed by ',' or '}' occur in it

@@ -20,9 +20,9 @@ from automask.engine.shortcuts.unpruned import Unpruned
 STRATEGIES: tuple[Strategy, ...] = (
     Bounded(),       # a length-bounded string body: the unbounded body's scan, filtered
     Gap(),           # a lexeme opening with whitespace: the rest's scan, shifted
+    Literal(),       # a lexeme that must read a literal first: found by bisection
     Unpruned(),      # a FOLLOW-pruned root scan: filtered from the one unpruned walk
     ExcludedKeys(),  # "any key but these": the plain key body's scan, less the names
-    Literal(),       # a lexeme that must read a literal first: found by bisection
     Finite(),        # a child set and a finite language: its strings looked up
     Prefixed(),      # a child set and a forced prefix: the rows with that prefix
     Borrowed(),      # a root scan borrowing another state's walk on most first bytes
