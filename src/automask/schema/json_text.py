@@ -300,11 +300,11 @@ def values_node(values: Sequence) -> rx.Node:
     texts = [only_spelling(v) for v in values]
     if None not in texts:
         return literal_trie(texts)  # type: ignore[arg-type]  # (none is None)
+    from automask.schema.numbers import number_spellings
+
     chains: list[tuple[rx.Node, ...]] = []
     for v in values:
         if _is_number(v):
-            from automask.schema.numbers import number_spellings
-
             chains += [tuple(map(_single_byte, text)) + (() if tail is rx.EPS else (tail,))
                        for text, tail in number_spellings(v)]
         else:
