@@ -28,7 +28,7 @@ import numpy as np
 from automask.budget import check_time
 from automask.engine.earley import EarleySet
 from automask.engine.shortcuts import SHORTCUTS, STRATEGIES
-from automask.engine.shortcuts.base import ScanRequest
+from automask.engine.shortcuts.base import ScanRequest, shared_key
 from automask.engine.state import ParseState, StateTable, pairs
 from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
 from automask.gc_pause import untrack
@@ -307,7 +307,7 @@ class MaskComputer:
             node = rx.clamp(node, tokens.maxlen)
         if follow is None:
             follow = lexer.follow_bytes(lex)
-        key = (tokens.uid, node.uid, follow)
+        key = shared_key(tokens, node, follow)
         shared = self.shared_cache
         # Least recently used goes first: the plain string body's scan, used by every
         # schema, must not be dropped for being old (a 10-20 ms walk each time).

@@ -501,6 +501,14 @@ def prune_crossing(child: TokenSet, ok: np.ndarray) -> TokenSet | None:
     return child.subset(keep) if kept else None
 
 
+def prune_groups(crossing: Sequence[tuple[int, TokenSet]], lexer: LexerDFA
+                 ) -> list[tuple[int, TokenSet]]:
+    """A scan without pruning's crossing groups, each pruned for what may follow its
+    lexeme end (:func:`prune_crossing`), the emptied ones dropped."""
+    return [(after, kept) for after, child in crossing
+            if (kept := prune_crossing(child, lexer.next_ok(after))) is not None]
+
+
 Groups = dict[int, list[tuple[np.ndarray, int | np.ndarray]]]  # state -> (rows, bytes skipped)
 
 

@@ -61,6 +61,12 @@ class Computer(Protocol):
     def pack_inside(self, inside: np.ndarray) -> np.ndarray: ...
 
 
+def shared_key(tokens: TokenSet, node: rx.Node, follow: int) -> tuple[int, int, int]:
+    """The shared cache's key of a one-lexeme scan: its token set, its lexeme's node
+    and the bytes that may follow the lexeme (see ``MaskComputer.shared_scan``)."""
+    return (tokens.uid, node.uid, follow)
+
+
 @dataclass(frozen=True, slots=True)
 class ScanRequest:
     """One uncached scan of a one-lexeme lexer state, as ``shared_scan`` was asked for it.

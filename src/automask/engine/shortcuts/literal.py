@@ -3,8 +3,8 @@ a keyword), found by bisection of the sorted vocabulary instead of a walk of its
 
 from __future__ import annotations
 
-from automask.engine.shortcuts.base import Computer, Scan, ScanRequest
-from automask.engine.tokens import prune_crossing, scan_string
+from automask.engine.shortcuts.base import Computer, Scan, ScanRequest, shared_key
+from automask.engine.tokens import prune_groups, scan_string
 from automask.regex import nodes as rx
 
 
@@ -19,7 +19,7 @@ class Literal:
             return None
         root = computer.root  # (request.tokens, as a root set)
         pruned = request.follow != rx.FULL_BITS
-        if pruned and (root.uid, request.node.uid, rx.FULL_BITS) in computer.shared_cache:
+        if pruned and shared_key(root, request.node, rx.FULL_BITS) in computer.shared_cache:
             return None  # `unpruned` prunes the scan made for another FOLLOW set
         lexer = computer.states.lexer
         found = scan_string(root, lexer, request.state,
@@ -27,7 +27,4 @@ class Literal:
         if found is None:
             return None
         inside, crossing = found
-        if pruned:  # as `unpruned` prunes a walk's groups
-            crossing = [(after, kept) for after, child in crossing
-                        if (kept := prune_crossing(child, lexer.next_ok(after))) is not None]
-        return Scan(request.finish(inside), crossing)
+        return Scan(request.finish(inside), prune_groups(crossing, lexer) if pruned else crossing)

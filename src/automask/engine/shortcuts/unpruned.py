@@ -8,7 +8,7 @@ groups are pruned from the scan with every byte allowed to follow.
 from __future__ import annotations
 
 from automask.engine.shortcuts.base import Computer, Scan, ScanRequest
-from automask.engine.tokens import prune_crossing
+from automask.engine.tokens import prune_groups
 from automask.regex import nodes as rx
 
 
@@ -20,12 +20,9 @@ class Unpruned:
     def scan(self, computer: Computer, request: ScanRequest) -> Scan | None:
         if not request.root or request.follow == rx.FULL_BITS:
             return None
-        lexer = computer.states.lexer
         inside_part, unpruned = computer.shared_scan(request.tokens, request.state,
                                                      request.finish, request.borrow,
                                                      rx.FULL_BITS)
-        kept = [(after, prune_crossing(child, lexer.next_ok(after)))
-                for after, child in unpruned]
-        crossing = [(after, child) for after, child in kept if child is not None]
         # The inside part is the unpruned scan's, counted in that entry's cost.
-        return Scan(inside_part, crossing, part_is_own=False)
+        return Scan(inside_part, prune_groups(unpruned, computer.states.lexer),
+                    part_is_own=False)
