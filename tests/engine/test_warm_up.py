@@ -5,12 +5,11 @@ a warmed compiler gets the masks a cold one computes, and the warmed one walks
 the vocabulary far less often on the way (the point of it).
 """
 
-import json
-
 import numpy as np
 import pytest
+from support.walks import assert_same_masks, masks_along
 
-from automask import Compiler, Grammar, Matcher, warm_up
+from automask import Compiler, warm_up
 
 SCHEMA = {
     "type": "object",
@@ -34,21 +33,8 @@ INSTANCE = {"title": "The Matrix", "year": 1999, "rating": 8.7, "seen": True,
 
 def _masks(compiler: Compiler, vocab) -> list[np.ndarray]:
     """Every mask along INSTANCE, compact and indented."""
-    matcher = Matcher(compiler.compile(Grammar.from_json_schema(SCHEMA)))
-    out = []
-    for indent in (None, 2):
-        matcher.reset()
-        for token in vocab.encode(json.dumps(INSTANCE, indent=indent)):
-            out.append(matcher.mask_words().copy())
-            assert matcher.accept_token(token)
-        out.append(matcher.mask_words().copy())
-    return out
-
-
-def _same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
-    assert len(a) == len(b)
-    for step, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert np.array_equal(x, y), f"mask {step} differs"
+    return [mask for indent in (None, 2)
+            for mask in masks_along(vocab, SCHEMA, [INSTANCE], indent, compiler=compiler)]
 
 
 @pytest.mark.parametrize("whitespace", ["flexible", "compact", 2])
@@ -64,7 +50,8 @@ def test_warm_up_in_each_layout_fills_the_shared_scans_once(tiny_bpe_vocab, whit
 def test_warmed_masks_are_the_cold_ones(tiny_bpe_vocab):
     warmed = Compiler(tiny_bpe_vocab)
     warm_up(warmed)
-    _same(_masks(warmed, tiny_bpe_vocab), _masks(Compiler(tiny_bpe_vocab), tiny_bpe_vocab))
+    assert_same_masks(_masks(warmed, tiny_bpe_vocab),
+                      _masks(Compiler(tiny_bpe_vocab), tiny_bpe_vocab))
 
 
 @pytest.mark.data
@@ -74,7 +61,7 @@ def test_warm_up_spares_a_new_schema_most_vocabulary_walks(llama):
     warmed = Compiler(llama)
     warm_up(warmed)
     before = warmed.stats().scans.get("walk", 0)
-    _same(_masks(warmed, llama), cold_masks)
+    assert_same_masks(_masks(warmed, llama), cold_masks)
     walks_cold = cold.stats().scans["walk"]
     walks_warmed = warmed.stats().scans.get("walk", 0) - before
     # What is left: the new keys' suffix sets, a few tokens each.

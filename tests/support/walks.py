@@ -16,11 +16,16 @@ from automask.engine.masks import SHORTCUTS
 
 
 def masks_along(vocab, schema, instances, indent: int | None = None, *,
-                off: Iterable[str] = ()) -> list[np.ndarray]:
+                off: Iterable[str] = (), compiler: Compiler | None = None
+                ) -> list[np.ndarray]:
     """Every mask met while walking each instance (``json.dumps``, ``ensure_ascii=False``,
     ``indent``) token by token with a compiler of its own, without the scan shortcuts
-    named in ``off`` (engine/masks.py:SHORTCUTS); each instance must be accepted whole."""
-    compiler = Compiler(vocab, shortcuts=SHORTCUTS - set(off))
+    named in ``off`` (engine/masks.py:SHORTCUTS), or with ``compiler`` (one whose
+    caches a test prepared); each instance must be accepted whole."""
+    if compiler is None:
+        compiler = Compiler(vocab, shortcuts=SHORTCUTS - set(off))
+    elif off:
+        raise ValueError("off names shortcuts of a compiler of masks_along's own")
     matcher = Matcher(compiler.compile(Grammar.from_json_schema(schema)))
     out = []
     for x in instances:
