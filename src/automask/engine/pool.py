@@ -1,0 +1,331 @@
+"""Matchers in worker processes, so that one batch's masks are filled on several cores.
+
+A mask is mostly Python work under the GIL, so threads take turns at it;
+llguidance and xgrammar fill a batch on a thread pool in native code. A
+:class:`MatcherPool` spreads its sequences over worker processes instead.
+Each worker owns the matchers it was given: it compiles their grammars itself
+(a grammar's regex nodes are interned per process, so a compiled grammar does
+not cross a pipe: the pool sends the recipe, a picklable function and its
+arguments) and writes their mask rows into a bitmask both sides map. A batch
+step is one message each way per worker, sent to all before any reply is
+read, so the workers run at the same time.
+
+What the pool costs: each worker holds its own compiler (the vocabulary's
+token index, its own caches), and starts by importing automask and building
+that index (about a second), once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import tempfile
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from itertools import count
+from typing import Any
+
+import numpy as np
+
+from automask.bitmask import row_index, writable_words
+from automask.engine.compiled import Compiler, Limits
+from automask.engine.matcher import Matcher
+from automask.grammar.ir import Grammar
+from automask.vocab import Vocabulary
+
+# A worker's request: (operation, argument); its reply: ("ok", value) or ("error", exc).
+Message = tuple[str, Any]
+
+
+class PoolClosed(RuntimeError):
+    """The pool was closed, or one of its worker processes ended."""
+
+
+class MatcherPool:
+    """Sequences under grammars, each owned by one of ``workers`` processes.
+
+    ``add`` compiles a grammar in the least loaded worker, computes its first
+    mask there (so a grammar's errors and its cold first mask belong to
+    ``add``, as in an engine that compiles a request before it joins the batch)
+    and returns a handle. ``accept`` advances many handles by one token each
+    and ``fill`` writes their masks into rows of a bitmask, each in one round
+    over the workers. ``max_batch`` bounds the handles in one ``fill``.
+
+    ``warm_up``: the JSON layout (``"flexible"``, ...) to warm each worker's
+    compiler for at start (see :func:`automask.warm_up`), or ``None``.
+    ``start_method``: multiprocessing's, ``"spawn"`` by default (safe beside
+    threads; as with any spawned process, a script that makes a pool needs
+    its ``if __name__ == "__main__":`` guard).
+
+    Calls are serialised by a lock: the pool may be shared by threads, and
+    each call waits for its round to end.
+    """
+
+    def __init__(self, vocab: Vocabulary, *, workers: int = 2, max_batch: int = 256,
+                 warm_up: str | int | None = None, limits: Limits | None = None,
+                 start_method: str = "spawn"):
+        if workers < 1 or max_batch < 1:
+            raise ValueError(f"a pool needs workers >= 1 and max_batch >= 1, not {workers} "
+                             f"and {max_batch}")
+        self.vocab_size = vocab.size
+        self.max_batch = max_batch
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._handles = count()
+        self._owner: dict[int, int] = {}  # handle -> worker
+        self._load = [0] * workers  # live handles per worker
+        shape = (max_batch, (vocab.size + 31) // 32)
+        # Rows the workers write and this process copies out: a file in memory where
+        # there is one (/dev/shm), unlinked once every worker has mapped it.
+        fd, path = tempfile.mkstemp(prefix="automask-pool-", suffix=".bitmask",
+                                    dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self._conns: list[Any] = []
+        self._procs: list[Any] = []
+        try:
+            os.ftruncate(fd, shape[0] * shape[1] * 4)
+            os.close(fd)
+            self._rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape)
+            # the tokens and ids alone: a tokenizer's encoder need not be picklable
+            portable = Vocabulary(vocab.tokens, special_ids=vocab.special_ids,
+                                  eos_token_ids=vocab.eos_token_ids, size=vocab.size,
+                                  name=vocab.name)
+            ctx: Any = mp.get_context(start_method)
+            for i in range(workers):
+                ours, theirs = ctx.Pipe()
+                proc = ctx.Process(target=_work, args=(theirs, portable, path, shape, warm_up),
+                                   name=f"automask-pool-{i}", daemon=True)
+                proc.start()
+                theirs.close()
+                self._conns.append(ours)
+                self._procs.append(proc)
+            self._round({i: ("ready", None) for i in range(workers)})
+        except BaseException:
+            _stop(self._conns, self._procs)
+            raise
+        finally:
+            os.unlink(path)
+        self._finalizer = weakref.finalize(self, _stop, self._conns, self._procs)
+
+    @property
+    def workers(self) -> int:
+        return len(self._procs)
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def add(self, build: Callable[..., Grammar], /, *args: Any, **kwargs: Any) -> int:
+        """A new sequence under ``build(*args, **kwargs)`` (a Grammar constructor such as
+        ``Grammar.from_json_schema`` with its arguments, all picklable); its handle.
+
+        Raises what compiling it or its first mask raises (``GrammarError``,
+        ``LimitExceeded``, ...), with nothing added."""
+        with self._lock:
+            worker = self._load.index(min(self._load))
+            handle = next(self._handles)
+            self._round({worker: ("add", (handle, build, args, kwargs, self._limits))})
+            self._owner[handle] = worker
+            self._load[worker] += 1
+            return handle
+
+    def remove(self, handles: Sequence[int]) -> None:
+        """Forget these sequences (unknown handles are ignored)."""
+        with self._lock:
+            gone: dict[int, list[int]] = {}
+            for h in handles:
+                worker = self._owner.pop(h, None)
+                if worker is not None:
+                    gone.setdefault(worker, []).append(h)
+                    self._load[worker] -= 1
+            self._round({w: ("remove", hs) for w, hs in gone.items()})
+
+    def accept(self, steps: Sequence[tuple[int, int]]) -> list[bool]:
+        """Advance each ``(handle, token_id)``: whether the token was accepted (a refused
+        token leaves its sequence as it was). Every step runs; an error one of them
+        raised is raised after the others have advanced."""
+        for _, token in steps:
+            row_index(token, self.vocab_size)  # refused here, before any sequence moves
+        with self._lock:
+            parts = self._split([h for h, _ in steps])
+            replies = self._round({w: ("accept", [steps[i] for i in idx])
+                                   for w, idx in parts.items()})
+            out = [False] * len(steps)
+            for w, idx in parts.items():
+                for i, ok in zip(idx, replies[w], strict=True):
+                    out[i] = ok
+            return out
+
+    def fill(self, bitmask: Any, handles: Sequence[int | None],
+             rows: Sequence[int] | None = None) -> None:
+        """Row ``rows[i]`` of ``bitmask`` from sequence ``handles[i]`` (rows ``0..n-1`` by
+        default; ``None`` handles leave their rows as they are), like
+        :func:`automask.fill_bitmasks`. Raises after every other row is written if
+        one of them raises (``NoLegalContinuation``)."""
+        words = writable_words(bitmask)
+        if words.ndim != 2:
+            raise ValueError(f"bitmask must be 2-D (batch, words), not shape {words.shape}")
+        targets = range(len(handles)) if rows is None else rows
+        if len(targets) != len(handles):
+            raise ValueError(f"{len(handles)} handles but {len(targets)} row indices")
+        if len(handles) > self.max_batch:
+            raise ValueError(f"{len(handles)} rows are more than this pool's max_batch "
+                             f"({self.max_batch})")
+        nwords = min(words.shape[1], self._rows.shape[1])
+        pairs = [(i, h, row_index(r, words.shape[0]))
+                 for i, (h, r) in enumerate(zip(handles, targets, strict=True)) if h is not None]
+        with self._lock:
+            parts = self._split([h for _, h, _ in pairs])
+            # each handle writes the pool's row at its position in the call
+            self._round({w: ("fill", [(pairs[i][1], pairs[i][0]) for i in idx])
+                         for w, idx in parts.items()})
+            if pairs:
+                at = np.fromiter((i for i, _, _ in pairs), dtype=np.intp, count=len(pairs))
+                to = np.fromiter((r for _, _, r in pairs), dtype=np.intp, count=len(pairs))
+                words[to, :nwords] = self._rows[at, :nwords]
+                words[to, nwords:] = 0
+
+    def close(self) -> None:
+        """Stop the workers (their sequences are gone); later calls raise :class:`PoolClosed`."""
+        self._finalizer()
+
+    def __enter__(self) -> MatcherPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _split(self, handles: Sequence[int]) -> dict[int, list[int]]:
+        """Positions in ``handles`` by the worker that owns each (KeyError: not this
+        pool's)."""
+        parts: dict[int, list[int]] = {}
+        for i, h in enumerate(handles):
+            worker = self._owner.get(h)
+            if worker is None:
+                raise KeyError(f"no sequence {h!r} in this pool")
+            parts.setdefault(worker, []).append(i)
+        return parts
+
+    def _round(self, messages: dict[int, Message]) -> dict[int, Any]:
+        """Send each worker its message, then read every reply; raise the first error."""
+        if not self._finalizer_alive():
+            raise PoolClosed("this MatcherPool is closed")
+        try:
+            for w, msg in messages.items():
+                self._conns[w].send(msg)
+            replies = {w: self._conns[w].recv() for w in messages}
+        except (EOFError, OSError) as e:
+            self.close()
+            raise PoolClosed(f"a MatcherPool worker ended ({e or type(e).__name__}); the "
+                             "pool is closed") from e
+        for status, value in replies.values():
+            if status == "error":
+                raise value
+        return {w: value for w, (_, value) in replies.items()}
+
+    def _finalizer_alive(self) -> bool:
+        finalizer = getattr(self, "_finalizer", None)
+        return finalizer is None or finalizer.alive
+
+
+def _stop(conns: list[Any], procs: list[Any]) -> None:
+    for conn in conns:
+        try:
+            conn.send(("close", None))
+        except OSError:
+            pass
+    for proc in procs:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=5)
+    for conn in conns:
+        conn.close()
+
+
+def _work(conn: Any, vocab: Vocabulary, path: str, shape: tuple[int, int],
+          warm_up: str | int | None) -> None:
+    """A worker's loop: one reply to every message, until "close" or the pipe ends."""
+    compiler = Compiler(vocab)
+    if warm_up is not None:
+        from automask.engine.warm_up import warm_up as warm
+
+        warm(compiler, whitespace=warm_up)
+    rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape)
+    matchers: dict[int, Matcher] = {}
+    while True:
+        try:
+            op, arg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if op == "close":
+            return
+        try:
+            conn.send(("ok", _OPS[op](matchers, compiler, rows, arg)))
+        except Exception as e:  # reaches the caller, typed, as the call's error
+            conn.send(("error", _portable(e)))
+
+
+def _ready(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
+           arg: None) -> None:
+    return None
+
+
+def _add(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
+         arg: tuple) -> None:
+    handle, build, args, kwargs, limits = arg
+    grammar = build(*args, **kwargs)
+    if not isinstance(grammar, Grammar):
+        raise TypeError(f"a pool's grammar recipe returns a Grammar, not "
+                        f"{type(grammar).__name__}")
+    matcher = Matcher(compiler.compile(grammar, limits=limits))
+    matcher.mask_words()  # the first mask, made here: it belongs to compiling
+    matchers[handle] = matcher
+
+
+def _remove(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
+            arg: list[int]) -> None:
+    for h in arg:
+        matchers.pop(h, None)
+
+
+def _accept(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
+            arg: list[tuple[int, int]]) -> list[bool]:
+    out, error = [], None
+    for h, token in arg:
+        try:
+            out.append(matchers[h].accept_token(token))
+        except Exception as e:
+            out.append(False)
+            error = error or e
+    if error is not None:
+        raise error
+    return out
+
+
+def _fill(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
+          arg: list[tuple[int, int]]) -> None:
+    error = None
+    for h, at in arg:
+        try:
+            matchers[h].write_row(rows[at])
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error
+
+
+_OPS: dict[str, Callable[..., Any]] = {"ready": _ready, "add": _add, "remove": _remove,
+                                       "accept": _accept, "fill": _fill}
+
+
+def _portable(e: Exception) -> Exception:
+    """``e`` if it survives pickling as itself, else a RuntimeError that says what it was."""
+    import pickle
+
+    try:
+        back = pickle.loads(pickle.dumps(e))
+        if type(back) is type(e):
+            return e
+    except Exception:
+        pass
+    return RuntimeError(f"{type(e).__name__}: {e}")

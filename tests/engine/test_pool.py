@@ -1,0 +1,117 @@
+"""MatcherPool: sequences in worker processes fill the same rows and accept the same
+tokens as Matchers in this process, and its errors arrive typed, with nothing half-done."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import automask
+from automask import Grammar, Matcher
+from automask.engine.pool import MatcherPool, PoolClosed
+from automask.errors import GrammarError
+
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"},
+                                           "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+                                           "when": {"type": "string", "format": "date-time"}},
+          "required": ["name", "when"], "additionalProperties": False}
+DOC = json.dumps({"name": "Ann", "tags": ["b"], "when": "2024-02-29T23:59:60Z"})
+PATTERN = r"[a-z]{2,5}-\d{3}"
+
+
+@pytest.fixture(scope="module")
+def pool(llama):
+    with MatcherPool(llama, workers=2, max_batch=8) as pool:
+        yield pool
+
+
+def _row(matcher: Matcher, words: int) -> np.ndarray:
+    row = np.zeros((1, words), dtype=np.int32)
+    matcher.fill_bitmask(row, 0)
+    return row[0]
+
+
+def test_rows_and_commits_equal_matchers_in_this_process(pool, llama):
+    recipes = [(Grammar.from_json_schema, (SCHEMA,), {}), (Grammar.from_regex, (PATTERN,), {}),
+               (Grammar.from_json_schema, (SCHEMA,), {"whitespace": "compact"})]
+    texts = [DOC, "abc-123", json.dumps(json.loads(DOC), separators=(",", ":"))]
+    handles = [pool.add(build, *args, **kwargs) for build, args, kwargs in recipes]
+    assert len(pool) == 3
+    local = [Matcher(automask.compile(build(*args, **kwargs), llama))
+             for build, args, kwargs in recipes]
+    tokens = [llama.encode(t) + [llama.eos_token_ids[0]] for t in texts]
+    words = automask.allocate_bitmask(1, llama.size).shape[1]
+    rows = [5, 0, 3]  # scattered rows; the others are nobody's
+    step = 0
+    while any(step < len(t) for t in tokens):
+        bitmask = np.full((6, words), 7, dtype=np.int32)
+        pool.fill(bitmask, handles, rows)
+        for m, r in zip(local, rows, strict=True):
+            assert np.array_equal(bitmask[r], _row(m, words)), (r, step)
+        assert (bitmask[[1, 2, 4]] == 7).all()
+        moving = [i for i, t in enumerate(tokens) if step < len(t)]
+        accepted = pool.accept([(handles[i], tokens[i][step]) for i in moving])
+        assert accepted == [local[i].accept_token(tokens[i][step]) for i in moving]
+        assert all(accepted)
+        step += 1
+    pool.remove(handles)
+    assert len(pool) == 0
+
+
+def test_a_refused_token_leaves_its_sequence_and_none_rows_are_skipped(pool, llama):
+    handle = pool.add(Grammar.from_regex, PATTERN)
+    words = automask.allocate_bitmask(1, llama.size).shape[1]
+    before = np.zeros((2, words), dtype=np.int32)
+    pool.fill(before, [handle, None])
+    assert pool.accept([(handle, llama.encode("9")[0])]) == [False]
+    after = np.zeros((2, words), dtype=np.int32)
+    pool.fill(after, [handle, None])
+    assert np.array_equal(before, after) and (after[1] == 0).all() and after[0].any()
+    pool.remove([handle])
+
+
+def test_bad_input_is_refused_typed_before_anything_moves(pool, llama):
+    with pytest.raises(GrammarError, match="missing '\\)'"):
+        pool.add(Grammar.from_regex, "(ab")
+    with pytest.raises(TypeError, match="returns a Grammar"):
+        pool.add(str, "not a grammar")
+    assert len(pool) == 0
+    handle = pool.add(Grammar.from_regex, PATTERN)
+    words = automask.allocate_bitmask(1, llama.size).shape[1]
+    first = np.zeros((1, words), dtype=np.int32)
+    pool.fill(first, [handle])
+    with pytest.raises(IndexError):  # a token id outside the vocabulary: nothing advances
+        pool.accept([(handle, llama.encode("ab")[0]), (handle, llama.size)])
+    with pytest.raises(KeyError, match="no sequence"):
+        pool.accept([(handle + 1000, 1)])
+    with pytest.raises(ValueError, match="max_batch"):
+        pool.fill(np.zeros((9, words), dtype=np.int32), [handle] * 9)
+    with pytest.raises(ValueError, match="2-D"):
+        pool.fill(np.zeros(words, dtype=np.int32), [handle])
+    again = np.zeros((1, words), dtype=np.int32)
+    pool.fill(again, [handle])
+    assert np.array_equal(first, again)  # the refused calls moved nothing
+    pool.remove([handle])
+
+
+def test_a_worker_that_dies_closes_the_pool(llama):
+    pool = MatcherPool(llama, workers=1, max_batch=1)
+    handle = pool.add(Grammar.from_regex, PATTERN)
+    pool._procs[0].kill()
+    pool._procs[0].join()
+    with pytest.raises(PoolClosed, match="worker ended"):
+        pool.accept([(handle, 1)])
+    with pytest.raises(PoolClosed, match="closed"):
+        pool.add(Grammar.from_regex, PATTERN)
+    pool.close()  # closing twice is fine
+
+
+def test_a_closed_pool_refuses_calls_and_its_workers_are_gone(llama):
+    pool = MatcherPool(llama, workers=2, max_batch=1)
+    procs = list(pool._procs)
+    pool.close()
+    assert not any(p.is_alive() for p in procs)
+    with pytest.raises(PoolClosed):
+        pool.add(Grammar.from_regex, PATTERN)
