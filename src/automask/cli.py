@@ -272,8 +272,12 @@ def _add_bench_batch(kinds: argparse._SubParsersAction) -> None:
                    help="peers with a batch fill (llguidance, the default; 'none' for none)")
     p.add_argument("--threads", type=positive_int, metavar="N",
                    help="threads of llguidance's executor (default: its own default)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="also run automask in a MatcherPool of N processes (the "
+                        "automask-pool rows; default: one per CPU where there are several, "
+                        "0 for none)")
     p.add_argument("--check", action="store_true",
-                   help="exit 1 if a target at B=64 is not met")
+                   help="exit 1 if a target at B=64 is met by no automask row")
     p.add_argument("--json", metavar="OUT", help="write the levels and targets as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_batch)
 
@@ -623,7 +627,8 @@ def _cmd_bench_batch(args: argparse.Namespace) -> int:
     result = batch_bench.run_batch_bench(
         args.data or DEFAULT_DATA, args.tokenizer or DEFAULT_TOKENIZER,
         levels=[positive_int(b) for b in args.batch.split(",")], steps=args.steps,
-        pool=args.pool, seed=args.seed, peers=peers, threads=args.threads)
+        pool=args.pool, seed=args.seed, peers=peers, threads=args.threads,
+        workers=batch_bench.default_workers() if args.workers is None else args.workers)
     _write_json(args.json, result)
     fails = batch_bench.failed_targets(result) if args.check else []
     for line in fails:

@@ -44,7 +44,7 @@ def refused_alone(shared_data, llama, record_ids) -> set[str]:
 
 def test_levels_keep_the_batch_full_and_walk_valid_instances(shared_data, tmp_path, capsys,
                                                              llama):
-    result = _bench(shared_data, tmp_path, "--vs", "none")
+    result = _bench(shared_data, tmp_path, "--vs", "none", "--workers", "0")
     levels = {(s["engine"], s["batch"]): s for s in result["levels"]}
     assert set(levels) == {("automask", 1), ("automask", 4)}
     for (_, batch), s in levels.items():
@@ -57,16 +57,31 @@ def test_levels_keep_the_batch_full_and_walk_valid_instances(shared_data, tmp_pa
         assert s["fill_ms"]["count"] == s["steps"] and s["fill_ms"]["p50"] > 0
         assert s["sequences"] >= batch  # finished sequences gave their rows to new schemas
     assert levels[("automask", 4)]["mean_rows"] > 1
-    assert result["ratios"] == {} and result["targets"] == []  # no peer, no B=64
+    assert result["ratios"] == [] and result["targets"] == []  # no peer, no B=64
     assert "fill p50" in capsys.readouterr().out
+
+
+def test_the_pool_walks_the_same_schemas_with_the_same_outcomes(shared_data, tmp_path):
+    result = _bench(shared_data, tmp_path, "--vs", "none", "--workers", "2")
+    levels = {(s["engine"], s["batch"]): s for s in result["levels"]}
+    assert set(levels) == {(e, b) for e in batch_bench.OURS for b in (1, 4)}
+    assert result["workers"] == 2
+    for batch in (1, 4):
+        one, pool = levels["automask", batch], levels[batch_bench.POOL_ENGINE, batch]
+        # the same walks, step for step: what the pool's workers accept and refuse is
+        # what the matchers in this process do
+        for key in ("steps", "mean_rows", "sequences", "refused_ids", "compile_errors"):
+            assert one[key] == pool[key], key
 
 
 @pytest.mark.skipif(not HAS_LLGUIDANCE, reason="llguidance is not installed")
 def test_llguidance_fills_the_same_batches(shared_data, tmp_path, llama):
-    result = _bench(shared_data, tmp_path, "--vs", "llguidance", "--threads", "1")
+    result = _bench(shared_data, tmp_path, "--vs", "llguidance", "--threads", "1",
+                    "--workers", "0")
     engines = {s["engine"] for s in result["levels"]}
     assert engines == {"automask", "llguidance"}
-    assert set(result["ratios"]) == {"1", "4"}  # JSON keys
+    assert {(r["engine"], r["batch"]) for r in result["ratios"]} == {("automask", 1),
+                                                                     ("automask", 4)}
     for s in result["levels"]:
         if s["engine"] == "llguidance":
             assert s["refused"] == 0, s
@@ -74,14 +89,24 @@ def test_llguidance_fills_the_same_batches(shared_data, tmp_path, llama):
             assert set(s["refused_ids"]) == refused_alone(shared_data, llama, s["refused_ids"])
 
 
-def test_targets_at_b64_are_judged():
+def test_targets_at_b64_are_judged_for_each_automask_row():
     ours = {"engine": "automask", "batch": 64, "fill_ms": {"p50": 3.0, "p99": 25.0}}
+    pool = {"engine": batch_bench.POOL_ENGINE, "batch": 64,
+            "fill_ms": {"p50": 2.5, "p99": 15.0}}
     theirs = {"engine": "llguidance", "batch": 64, "fill_ms": {"p50": 1.0, "p99": 5.0}}
     ratios = batch_bench._ratios([ours, theirs])
-    assert ratios[64]["p50"] == pytest.approx(3.0)
+    assert ratios["automask", 64]["p50"] == pytest.approx(3.0)
     targets = batch_bench._targets([ours, theirs], ratios)
     assert [t["met"] for t in targets] == [False, False]
     assert batch_bench.failed_targets({"targets": targets}) == [t["text"] for t in targets]
+    # the pool meets p99 but not p50: only p50 fails, once for each row
+    both = [ours, pool, theirs]
+    targets = batch_bench._targets(both, batch_bench._ratios(both))
+    assert [(t["engine"], t["target"], t["met"]) for t in targets] == [
+        ("automask", "p99", False), ("automask", "p50_ratio", False),
+        (batch_bench.POOL_ENGINE, "p99", True), (batch_bench.POOL_ENGINE, "p50_ratio", False)]
+    assert batch_bench.failed_targets({"targets": targets}) == [
+        t["text"] for t in targets if t["target"] == "p50_ratio"]
     ours["fill_ms"] = {"p50": 1.5, "p99": 12.0}
     assert all(t["met"] for t in batch_bench._targets([ours, theirs],
                                                       batch_bench._ratios([ours, theirs])))

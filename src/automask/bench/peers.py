@@ -130,17 +130,7 @@ class AutomaskEngine(Engine):
             warm_up(self.compiler, whitespace=self.schema_options["whitespace"])
 
     def parse(self, spec: GrammarSpec) -> Any:
-        from automask.grammar.ir import Grammar
-
-        if spec.kind == "gbnf":
-            return Grammar.from_gbnf(spec.text)
-        if spec.kind == "lark":
-            return Grammar.from_lark(spec.text)
-        if spec.kind == "regex":
-            return Grammar.from_regex(spec.text)
-        if spec.kind == "json":
-            return Grammar.from_json_schema(json.loads(spec.text), **self.schema_options)
-        raise ValueError(f"unknown grammar kind {spec.kind!r}")
+        return grammar_of(spec, self.schema_options)
 
     def compile(self, parsed: Any) -> Any:
         return self.compiler.compile(parsed)
@@ -178,6 +168,21 @@ class AutomaskEngine(Engine):
 
 def _no_error() -> None:
     return None
+
+
+def grammar_of(spec: GrammarSpec, schema_options: dict[str, Any]) -> Any:
+    """``spec`` as an automask Grammar (a module function: a MatcherPool's workers call it)."""
+    from automask.grammar.ir import Grammar
+
+    if spec.kind == "gbnf":
+        return Grammar.from_gbnf(spec.text)
+    if spec.kind == "lark":
+        return Grammar.from_lark(spec.text)
+    if spec.kind == "regex":
+        return Grammar.from_regex(spec.text)
+    if spec.kind == "json":
+        return Grammar.from_json_schema(json.loads(spec.text), **schema_options)
+    raise ValueError(f"unknown grammar kind {spec.kind!r}")
 
 
 class LLGuidanceEngine(Engine):
