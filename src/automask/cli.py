@@ -277,7 +277,8 @@ def _add_bench_batch(kinds: argparse._SubParsersAction) -> None:
                         "automask-pool rows; default: one per CPU where there are several, "
                         "0 for none)")
     p.add_argument("--check", action="store_true",
-                   help="exit 1 if a target at B=64 is met by no automask row")
+                   help="exit 1 unless one automask row (one thread, or the pool) meets every "
+                        "target at B=64")
     p.add_argument("--json", metavar="OUT", help="write the levels and targets as JSON to OUT")
     p.set_defaults(handler=_cmd_bench_batch)
 

@@ -89,7 +89,7 @@ def test_llguidance_fills_the_same_batches(shared_data, tmp_path, llama):
             assert set(s["refused_ids"]) == refused_alone(shared_data, llama, s["refused_ids"])
 
 
-def test_targets_at_b64_are_judged_for_each_automask_row():
+def test_targets_at_b64_are_judged_per_automask_row():
     ours = {"engine": "automask", "batch": 64, "fill_ms": {"p50": 3.0, "p99": 25.0}}
     pool = {"engine": batch_bench.POOL_ENGINE, "batch": 64,
             "fill_ms": {"p50": 2.5, "p99": 15.0}}
@@ -99,14 +99,18 @@ def test_targets_at_b64_are_judged_for_each_automask_row():
     targets = batch_bench._targets([ours, theirs], ratios)
     assert [t["met"] for t in targets] == [False, False]
     assert batch_bench.failed_targets({"targets": targets}) == [t["text"] for t in targets]
-    # the pool meets p99 but not p50: only p50 fails, once for each row
+    # the pool meets p99 but not p50: the failure is the pool's p50 (the row that
+    # misses fewest), not the one-thread row's p99
     both = [ours, pool, theirs]
     targets = batch_bench._targets(both, batch_bench._ratios(both))
     assert [(t["engine"], t["target"], t["met"]) for t in targets] == [
         ("automask", "p99", False), ("automask", "p50_ratio", False),
         (batch_bench.POOL_ENGINE, "p99", True), (batch_bench.POOL_ENGINE, "p50_ratio", False)]
-    assert batch_bench.failed_targets({"targets": targets}) == [
-        t["text"] for t in targets if t["target"] == "p50_ratio"]
+    assert batch_bench.failed_targets({"targets": targets}) == [targets[3]["text"]]
+    # one row meeting both is enough, the other row's misses notwithstanding
+    pool["fill_ms"] = {"p50": 1.9, "p99": 15.0}
+    targets = batch_bench._targets(both, batch_bench._ratios(both))
+    assert batch_bench.failed_targets({"targets": targets}) == []
     ours["fill_ms"] = {"p50": 1.5, "p99": 12.0}
     assert all(t["met"] for t in batch_bench._targets([ours, theirs],
                                                       batch_bench._ratios([ours, theirs])))

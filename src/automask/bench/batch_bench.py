@@ -386,8 +386,12 @@ def _targets(summaries: Sequence[dict],
 
 
 def failed_targets(result: dict[str, Any]) -> list[str]:
-    """The targets that no automask row met: one row is enough, since the pool is how
-    automask runs where a batch's fill time matters, and one thread where it does not."""
-    targets = result.get("targets", [])
-    met = {t["target"] for t in targets if t["met"]}
-    return [t["text"] for t in targets if t["target"] not in met]
+    """The targets missed, judged per automask row, since a user runs one of them (one
+    thread, or the pool): none if one row meets them all, else the misses of the row
+    that misses fewest."""
+    misses: dict[str, list[str]] = {}
+    for t in result.get("targets", []):
+        misses.setdefault(t["engine"], [])
+        if not t["met"]:
+            misses[t["engine"]].append(t["text"])
+    return min(misses.values(), key=len, default=[])
