@@ -60,6 +60,22 @@ def test_rows_and_commits_equal_matchers_in_this_process(pool, llama):
     assert len(pool) == 0
 
 
+def test_the_pools_own_bitmask_is_filled_in_place_with_the_same_rows(pool, llama):
+    handles = [pool.add(Grammar.from_regex, PATTERN), pool.add(Grammar.from_json_schema, SCHEMA)]
+    words = automask.allocate_bitmask(1, llama.size).shape[1]
+    copied = np.zeros((4, words), dtype=np.int32)
+    pool.fill(copied, [handles[1], None, handles[0]], [3, 0, 1])
+    own = pool.allocate_bitmask(4)
+    own[:] = 7
+    pool.fill(own, [handles[1], None, handles[0]], [3, 0, 1])
+    assert np.array_equal(own[[1, 3]], copied[[1, 3]]) and (own[[0, 2]] == 7).all()
+    with pytest.raises(ValueError, match="as allocate_bitmask returned it"):
+        pool.fill(own[1:], handles)
+    with pytest.raises(ValueError, match="max_batch"):
+        pool.allocate_bitmask(9)
+    pool.remove(handles)
+
+
 def test_a_refused_token_leaves_its_sequence_and_none_rows_are_skipped(pool, llama):
     handle = pool.add(Grammar.from_regex, PATTERN)
     words = automask.allocate_bitmask(1, llama.size).shape[1]

@@ -103,6 +103,9 @@ class _Batch:
     def close(self, sequence: Any) -> None:
         """The sequence's walk ended: its row goes to the next schema."""
 
+    def allocate(self, batch: int, width: int) -> np.ndarray:
+        return np.zeros((batch, (width + 31) // 32), dtype=np.int32)
+
     def new(self, compiled: Any) -> Any:
         raise NotImplementedError
 
@@ -153,6 +156,11 @@ class _AutomaskPoolBatch(_Batch):
 
     def close(self, sequence: Any) -> None:
         self.pool.remove([sequence])
+
+    def allocate(self, batch: int, width: int) -> np.ndarray:
+        bitmask = self.pool.allocate_bitmask(batch)  # the workers write it in place
+        bitmask[:] = 0
+        return bitmask
 
     def fill(self, sequences: Sequence[Any], bitmask: np.ndarray, rows: Sequence[int]) -> None:
         self.pool.fill(bitmask, sequences, rows)
@@ -213,7 +221,7 @@ def run_level(name: str, ops: _Batch, walks: Sequence[Walk], batch: int, steps: 
     result = LevelResult(name, batch)
     pool = iter(walks)
     scratch = np.zeros((1, (width + 31) // 32), dtype=np.int32)
-    bitmask = np.zeros((batch, (width + 31) // 32), dtype=np.int32)
+    bitmask = ops.allocate(batch, width)
     # per row: [walk, sequence, position], or None once the pool is dry
     live: list[list[Any] | None] = [None] * batch
 

@@ -85,7 +85,8 @@ class MatcherPool:
         try:
             os.ftruncate(fd, shape[0] * shape[1] * 4)
             os.close(fd)
-            self._rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape)
+            # a plain ndarray over the mapping (the memmap is kept alive as its base)
+            self._rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape).view(np.ndarray)
             # the tokens and ids alone: a tokenizer's encoder need not be picklable
             portable = Vocabulary(vocab.tokens, special_ids=vocab.special_ids,
                                   eos_token_ids=vocab.eos_token_ids, size=vocab.size,
@@ -170,19 +171,45 @@ class MatcherPool:
         if len(handles) > self.max_batch:
             raise ValueError(f"{len(handles)} rows are more than this pool's max_batch "
                              f"({self.max_batch})")
-        nwords = min(words.shape[1], self._rows.shape[1])
-        pairs = [(i, h, row_index(r, words.shape[0]))
+        # Rows of allocate_bitmask's array are written where they are; any other bitmask
+        # gets the rows the workers wrote at each handle's position in the call.
+        shared = self._rows
+        direct = (words is shared or words.base is shared) and words.strides == shared.strides \
+            and words.ctypes.data == shared.ctypes.data and words.shape[1] == shared.shape[1]
+        if not direct and np.may_share_memory(words, self._rows):
+            raise ValueError("a view of a pool's bitmask is filled as allocate_bitmask "
+                             "returned it")
+        pairs = [(r if direct else i, h, row_index(r, words.shape[0]))
                  for i, (h, r) in enumerate(zip(handles, targets, strict=True)) if h is not None]
         with self._lock:
             parts = self._split([h for _, h, _ in pairs])
-            # each handle writes the pool's row at its position in the call
             self._round({w: ("fill", [(pairs[i][1], pairs[i][0]) for i in idx])
                          for w, idx in parts.items()})
-            if pairs:
-                at = np.fromiter((i for i, _, _ in pairs), dtype=np.intp, count=len(pairs))
-                to = np.fromiter((r for _, _, r in pairs), dtype=np.intp, count=len(pairs))
-                words[to, :nwords] = self._rows[at, :nwords]
-                words[to, nwords:] = 0
+            if pairs and not direct:
+                self._copy_out(words, pairs)
+
+    def allocate_bitmask(self, batch: int) -> np.ndarray:
+        """A bitmask of ``batch`` rows that the workers fill in place (no copy): an
+        int32 ``(batch, ceil(V/32))`` view of the memory they write, valid while the pool
+        is open."""
+        if not 1 <= batch <= self.max_batch:
+            raise ValueError(f"a pool's bitmask has 1 to max_batch ({self.max_batch}) rows, "
+                             f"not {batch}")
+        return self._rows[:batch]
+
+    def _copy_out(self, words: np.ndarray, pairs: list[tuple[int, int, int]]) -> None:
+        """The rows the workers wrote (at each handle's position) into ``words``."""
+        nwords = min(words.shape[1], self._rows.shape[1])
+        n = len(pairs)
+        first = pairs[0][2]
+        if pairs[-1][0] == n - 1 and all(r == first + k for k, (_, _, r) in enumerate(pairs)):
+            np.copyto(words[first:first + n, :nwords], self._rows[:n, :nwords])
+            words[first:first + n, nwords:] = 0
+            return
+        at = np.fromiter((i for i, _, _ in pairs), dtype=np.intp, count=n)
+        to = np.fromiter((r for _, _, r in pairs), dtype=np.intp, count=n)
+        words[to, :nwords] = self._rows[at, :nwords]
+        words[to, nwords:] = 0
 
     def close(self) -> None:
         """Stop the workers (their sequences are gone); later calls raise :class:`PoolClosed`."""
