@@ -112,6 +112,29 @@ def test_bad_input_is_refused_typed_before_anything_moves(pool, llama):
     pool.remove([handle])
 
 
+class _FailsToUnpickle:
+    """Pickles here, raises where it is unpickled (as a recipe whose module the worker
+    cannot import would)."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _refuse():
+    raise ImportError("not importable in this process")
+
+
+def test_recipes_that_cannot_cross_are_refused_and_the_pool_goes_on(pool):
+    with pytest.raises(TypeError, match="must be picklable"):
+        pool.add(lambda: Grammar.from_regex(PATTERN))
+    with pytest.raises(ImportError, match="not importable"):
+        pool.add(Grammar.from_regex, _FailsToUnpickle())
+    assert len(pool) == 0
+    handle = pool.add(Grammar.from_regex, PATTERN)  # the workers still answer in turn
+    assert len(pool) == 1
+    pool.remove([handle])
+
+
 def test_a_worker_that_dies_closes_the_pool(llama):
     pool = MatcherPool(llama, workers=1, max_batch=1)
     handle = pool.add(Grammar.from_regex, PATTERN)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import tempfile
 import threading
 import weakref
@@ -121,6 +122,11 @@ class MatcherPool:
 
         Raises what compiling it or its first mask raises (``GrammarError``,
         ``LimitExceeded``, ...), with nothing added."""
+        try:
+            pickle.dumps((build, args, kwargs))
+        except Exception as e:  # a lambda, a local function, an open file...
+            raise TypeError(f"a pool's grammar recipe crosses to a worker process, so it "
+                            f"must be picklable: {e}") from e
         with self._lock:
             worker = self._load.index(min(self._load))
             handle = next(self._handles)
@@ -284,6 +290,9 @@ def _work(conn: Any, vocab: Vocabulary, path: str, shape: tuple[int, int],
             op, arg = conn.recv()
         except (EOFError, OSError):
             return
+        except Exception as e:  # a message that does not unpickle here: the call's error
+            conn.send(("error", _portable(e)))
+            continue
         if op == "close":
             return
         try:
@@ -347,8 +356,6 @@ _OPS: dict[str, Callable[..., Any]] = {"ready": _ready, "add": _add, "remove": _
 
 def _portable(e: Exception) -> Exception:
     """``e`` if it survives pickling as itself, else a RuntimeError that says what it was."""
-    import pickle
-
     try:
         back = pickle.loads(pickle.dumps(e))
         if type(back) is type(e):
