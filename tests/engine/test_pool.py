@@ -76,6 +76,39 @@ def test_the_pools_own_bitmask_is_filled_in_place_with_the_same_rows(pool, llama
     pool.remove(handles)
 
 
+def test_a_worker_done_with_its_rows_fills_anothers_after_catching_up(llama, tmp_path):
+    """The work sharing, in this process: worker 1 has no rows of its own, so it takes
+    worker 0's (from the back) until none is left, its copy of a sequence first taking
+    the queued tokens (a refused one refused again)."""
+    from multiprocessing import Array
+
+    from automask.engine.pool import _Worker
+
+    words = automask.allocate_bitmask(1, llama.size).shape[1]
+    path = tmp_path / "rows"
+    np.zeros((3, words), dtype=np.int32).tofile(path)
+    bounds = Array("i", 4)
+    worker = _Worker(llama, str(path), (3, words), None, bounds, 1)
+    for handle in (5, 6):  # not its own: compiled, no first mask
+        worker.add((handle, False, Grammar.from_regex, (PATTERN,), {}, None))
+    steps = llama.encode("ab-1") + llama.encode("x")  # the last one is refused
+    assert worker.accept(([], [(5, t) for t in steps])) == []
+    assert worker.behind[5] == steps
+    bounds[:] = [0, 1, 2, 1]  # worker 0: positions 0 and 1; worker 1: none
+    worker.fill([(6, 0), (5, 2)])
+    # both taken from worker 0's back (its front, 0, is where worker 0 itself would go on)
+    assert bounds[:] == [0, -1, 2, 1] and worker.behind[5] == []
+    local = Matcher(automask.compile(Grammar.from_regex(PATTERN), llama))
+    assert [local.accept_token(t) for t in steps] == [True] * (len(steps) - 1) + [False]
+    fresh = Matcher(automask.compile(Grammar.from_regex(PATTERN), llama))
+    rows = np.fromfile(path, dtype=np.int32).reshape(3, words)
+    assert np.array_equal(rows[2], _row(local, words))
+    assert np.array_equal(rows[0], _row(fresh, words)) and (rows[1] == 0).all()
+    np.zeros((3, words), dtype=np.int32).tofile(path)
+    worker.fill([(6, 0), (5, 2)])  # nothing left to take: nothing written
+    assert not np.fromfile(path, dtype=np.int32).any()
+
+
 def test_a_refused_token_leaves_its_sequence_and_none_rows_are_skipped(pool, llama):
     handle = pool.add(Grammar.from_regex, PATTERN)
     words = automask.allocate_bitmask(1, llama.size).shape[1]

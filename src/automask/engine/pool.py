@@ -3,16 +3,24 @@
 A mask is mostly Python work under the GIL, so threads take turns at it;
 llguidance and xgrammar fill a batch on a thread pool in native code. A
 :class:`MatcherPool` spreads its sequences over worker processes instead.
-Each worker owns the matchers it was given: it compiles their grammars itself
-(a grammar's regex nodes are interned per process, so a compiled grammar does
-not cross a pipe: the pool sends the recipe, a picklable function and its
-arguments) and writes their mask rows into a bitmask both sides map. A batch
-step is one message each way per worker, sent to all before any reply is
-read, so the workers run at the same time.
+Every worker compiles every sequence's grammar itself (a grammar's regex
+nodes are interned per process, so a compiled grammar does not cross a pipe:
+the pool sends the recipe, a picklable function and its arguments), and
+writes mask rows into a bitmask all of them map. A batch step is one message
+each way per worker, sent to all before any reply is read, so the workers run
+at the same time.
+
+Each sequence has an owner, the worker that commits its tokens as they come
+and fills its row; the other workers keep a copy that queues the tokens. A
+step's cost is uneven (a cold mask takes milliseconds, a cached one
+microseconds), so a worker done with its own rows takes the rows another has
+not started, from the back of that worker's part (under one lock): its copy
+takes the queued tokens, then fills the row. A step lasts about half the work
+on two cores, instead of the slower owner's share.
 
 What the pool costs: each worker holds its own compiler (the vocabulary's
-token index, its own caches), and starts by importing automask and building
-that index (about a second), once.
+token index, its own caches) and a copy of every sequence, and starts by
+importing automask and building that index (about a second), once.
 """
 
 from __future__ import annotations
@@ -46,12 +54,13 @@ class PoolClosed(RuntimeError):
 class MatcherPool:
     """Sequences under grammars, each owned by one of ``workers`` processes.
 
-    ``add`` compiles a grammar in the least loaded worker, computes its first
-    mask there (so a grammar's errors and its cold first mask belong to
-    ``add``, as in an engine that compiles a request before it joins the batch)
-    and returns a handle. ``accept`` advances many handles by one token each
-    and ``fill`` writes their masks into rows of a bitmask, each in one round
-    over the workers. ``max_batch`` bounds the handles in one ``fill``.
+    ``add`` compiles a grammar in every worker, computes its first mask in the
+    least loaded one, its owner (so a grammar's errors and its cold first mask
+    belong to ``add``, as in an engine that compiles a request before it joins
+    the batch), and returns a handle. ``accept`` advances many handles by one
+    token each and ``fill`` writes their masks into rows of a bitmask, each in
+    one round over the workers (a fill's rows shared out as the module
+    docstring says). ``max_batch`` bounds the handles in one ``fill``.
 
     ``warm_up``: the JSON layout (``"flexible"``, ...) to warm each worker's
     compiler for at start (see :func:`automask.warm_up`), or ``None``.
@@ -93,9 +102,13 @@ class MatcherPool:
                                   eos_token_ids=vocab.eos_token_ids, size=vocab.size,
                                   name=vocab.name)
             ctx: Any = mp.get_context(start_method)
+            # per worker, the [next, last] positions of its part of a fill's rows: each
+            # worker takes its own from the front, then others' from the back
+            self._bounds = ctx.Array("i", 2 * workers)
             for i in range(workers):
                 ours, theirs = ctx.Pipe()
-                proc = ctx.Process(target=_work, args=(theirs, portable, path, shape, warm_up),
+                proc = ctx.Process(target=_work, args=(theirs, portable, path, shape, warm_up,
+                                                       self._bounds, i),
                                    name=f"automask-pool-{i}", daemon=True)
                 proc.start()
                 theirs.close()
@@ -130,7 +143,13 @@ class MatcherPool:
         with self._lock:
             worker = self._load.index(min(self._load))
             handle = next(self._handles)
-            self._round({worker: ("add", (handle, build, args, kwargs, self._limits))})
+            # every worker compiles it (any may fill its row); the owner makes the first mask
+            try:
+                self._round({w: ("add", (handle, w == worker, build, args, kwargs,
+                                         self._limits)) for w in range(self.workers)})
+            except Exception:
+                self._round({w: ("remove", [handle]) for w in range(self.workers)})
+                raise
             self._owner[handle] = worker
             self._load[worker] += 1
             return handle
@@ -144,7 +163,9 @@ class MatcherPool:
                 if worker is not None:
                     gone.setdefault(worker, []).append(h)
                     self._load[worker] -= 1
-            self._round({w: ("remove", hs) for w, hs in gone.items()})
+            everyone = [h for hs in gone.values() for h in hs]
+            if everyone:
+                self._round({w: ("remove", everyone) for w in range(self.workers)})
 
     def accept(self, steps: Sequence[tuple[int, int]]) -> list[bool]:
         """Advance each ``(handle, token_id)``: whether the token was accepted (a refused
@@ -154,8 +175,12 @@ class MatcherPool:
             row_index(token, self.vocab_size)  # refused here, before any sequence moves
         with self._lock:
             parts = self._split([h for h, _ in steps])
-            replies = self._round({w: ("accept", [steps[i] for i in idx])
-                                   for w, idx in parts.items()})
+            # each worker applies its own sequences' steps and queues the others' (a
+            # copy catches up when it fills that row)
+            replies = self._round({w: ("accept", ([steps[i] for i in parts.get(w, ())],
+                                                  [steps[i] for v, idx in parts.items()
+                                                   if v != w for i in idx]))
+                                   for w in range(self.workers)})
             out = [False] * len(steps)
             for w, idx in parts.items():
                 for i, ok in zip(idx, replies[w], strict=True):
@@ -189,8 +214,15 @@ class MatcherPool:
                  for i, (h, r) in enumerate(zip(handles, targets, strict=True)) if h is not None]
         with self._lock:
             parts = self._split([h for _, h, _ in pairs])
-            self._round({w: ("fill", [(pairs[i][1], pairs[i][0]) for i in idx])
-                         for w, idx in parts.items()})
+            # the rows in one list, each worker's part in one run; bounds say where
+            order: list[tuple[int, int]] = []
+            bounds = self._bounds
+            for w in range(self.workers):
+                idx = parts.get(w, [])
+                bounds[2 * w], bounds[2 * w + 1] = len(order), len(order) + len(idx) - 1
+                order += [(pairs[i][1], pairs[i][0]) for i in idx]
+            if order:
+                self._round({w: ("fill", order) for w in range(self.workers)})
             if pairs and not direct:
                 self._copy_out(words, pairs)
 
@@ -276,15 +308,9 @@ def _stop(conns: list[Any], procs: list[Any]) -> None:
 
 
 def _work(conn: Any, vocab: Vocabulary, path: str, shape: tuple[int, int],
-          warm_up: str | int | None) -> None:
+          warm_up: str | int | None, bounds: Any, me: int) -> None:
     """A worker's loop: one reply to every message, until "close" or the pipe ends."""
-    compiler = Compiler(vocab)
-    if warm_up is not None:
-        from automask.engine.warm_up import warm_up as warm
-
-        warm(compiler, whitespace=warm_up)
-    rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape)
-    matchers: dict[int, Matcher] = {}
+    worker = _Worker(vocab, path, shape, warm_up, bounds, me)
     while True:
         try:
             op, arg = conn.recv()
@@ -296,62 +322,97 @@ def _work(conn: Any, vocab: Vocabulary, path: str, shape: tuple[int, int],
         if op == "close":
             return
         try:
-            conn.send(("ok", _OPS[op](matchers, compiler, rows, arg)))
+            conn.send(("ok", getattr(worker, op)(arg)))
         except Exception as e:  # reaches the caller, typed, as the call's error
             conn.send(("error", _portable(e)))
 
 
-def _ready(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
-           arg: None) -> None:
-    return None
+class _Worker:
+    """A worker's state: a copy of every sequence (its own ones up to date, the others
+    with the tokens they have still to take), the rows it writes."""
 
+    def __init__(self, vocab: Vocabulary, path: str, shape: tuple[int, int],
+                 warm_up: str | int | None, bounds: Any, me: int):
+        self.compiler = Compiler(vocab)
+        if warm_up is not None:
+            from automask.engine.warm_up import warm_up as warm
 
-def _add(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
-         arg: tuple) -> None:
-    handle, build, args, kwargs, limits = arg
-    grammar = build(*args, **kwargs)
-    if not isinstance(grammar, Grammar):
-        raise TypeError(f"a pool's grammar recipe returns a Grammar, not "
-                        f"{type(grammar).__name__}")
-    matcher = Matcher(compiler.compile(grammar, limits=limits))
-    matcher.mask_words()  # the first mask, made here: it belongs to compiling
-    matchers[handle] = matcher
+            warm(self.compiler, whitespace=warm_up)
+        self.rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape)
+        self.matchers: dict[int, Matcher] = {}
+        self.behind: dict[int, list[int]] = {}  # handle -> tokens its copy has not taken
+        self.bounds, self.me, self.lock = bounds, me, bounds.get_lock()
+        self.workers = len(bounds) // 2
 
+    def ready(self, arg: None) -> None:
+        return None
 
-def _remove(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
-            arg: list[int]) -> None:
-    for h in arg:
-        matchers.pop(h, None)
+    def add(self, arg: tuple) -> None:
+        handle, owner, build, args, kwargs, limits = arg
+        grammar = build(*args, **kwargs)
+        if not isinstance(grammar, Grammar):
+            raise TypeError(f"a pool's grammar recipe returns a Grammar, not "
+                            f"{type(grammar).__name__}")
+        matcher = Matcher(self.compiler.compile(grammar, limits=limits))
+        if owner:
+            matcher.mask_words()  # the first mask, made here: it belongs to compiling
+        self.matchers[handle] = matcher
+        self.behind[handle] = []
 
+    def remove(self, arg: list[int]) -> None:
+        for h in arg:
+            self.matchers.pop(h, None)
+            self.behind.pop(h, None)
 
-def _accept(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
-            arg: list[tuple[int, int]]) -> list[bool]:
-    out, error = [], None
-    for h, token in arg:
-        try:
-            out.append(matchers[h].accept_token(token))
-        except Exception as e:
-            out.append(False)
-            error = error or e
-    if error is not None:
-        raise error
-    return out
+    def accept(self, arg: tuple[list[tuple[int, int]], list[tuple[int, int]]]) -> list[bool]:
+        mine, others = arg
+        for h, token in others:
+            self.behind[h].append(token)
+        out, error = [], None
+        for h, token in mine:
+            try:
+                out.append(self._current(h).accept_token(token))
+            except Exception as e:
+                out.append(False)
+                error = error or e
+        if error is not None:
+            raise error
+        return out
 
+    def fill(self, order: list[tuple[int, int]]) -> None:
+        """Fill rows of ``order`` until none is left to take: this worker's part first,
+        from its front, then the others' from their back (work sharing, under a lock)."""
+        error = None
+        while (i := self._take()) is not None:
+            h, at = order[i]
+            try:
+                self._current(h).write_row(self.rows[at])
+            except Exception as e:
+                error = error or e
+        if error is not None:
+            raise error
 
-def _fill(matchers: dict[int, Matcher], compiler: Compiler, rows: np.ndarray,
-          arg: list[tuple[int, int]]) -> None:
-    error = None
-    for h, at in arg:
-        try:
-            matchers[h].write_row(rows[at])
-        except Exception as e:
-            error = error or e
-    if error is not None:
-        raise error
+    def _take(self) -> int | None:
+        b, me = self.bounds, self.me
+        with self.lock:
+            if b[2 * me] <= b[2 * me + 1]:
+                b[2 * me] += 1
+                return int(b[2 * me]) - 1
+            most, w = max((b[2 * w + 1] - b[2 * w], w) for w in range(self.workers))
+            if most < 0:
+                return None
+            b[2 * w + 1] -= 1
+            return int(b[2 * w + 1]) + 1
 
-
-_OPS: dict[str, Callable[..., Any]] = {"ready": _ready, "add": _add, "remove": _remove,
-                                       "accept": _accept, "fill": _fill}
+    def _current(self, handle: int) -> Matcher:
+        """The sequence's copy, after the tokens it has still to take (a refused one is
+        refused here too: the copies are the same automaton)."""
+        matcher, behind = self.matchers[handle], self.behind[handle]
+        if behind:
+            for token in behind:
+                matcher.accept_token(token)
+            behind.clear()
+        return matcher
 
 
 def _portable(e: Exception) -> Exception:
