@@ -80,15 +80,15 @@ def test_a_worker_done_with_its_rows_fills_anothers_after_catching_up(llama, tmp
     """The work sharing, in this process: worker 1 has no rows of its own, so it takes
     worker 0's (from the back) until none is left, its copy of a sequence first taking
     the queued tokens (a refused one refused again)."""
-    from multiprocessing import Array
+    from multiprocessing import Lock, RawArray
 
     from automask.engine.pool import _Worker
 
     words = automask.allocate_bitmask(1, llama.size).shape[1]
     path = tmp_path / "rows"
     np.zeros((3, words), dtype=np.int32).tofile(path)
-    bounds = Array("i", 4)
-    worker = _Worker(llama, str(path), (3, words), None, bounds, 1)
+    bounds = RawArray("i", 4)
+    worker = _Worker(llama, str(path), (3, words), None, bounds, Lock(), 1)
     for handle in (5, 6):  # not its own: compiled, no first mask
         worker.add((handle, False, Grammar.from_regex, (PATTERN,), {}, None))
     steps = llama.encode("ab-1") + llama.encode("x")  # the last one is refused

@@ -104,11 +104,13 @@ class MatcherPool:
             ctx: Any = mp.get_context(start_method)
             # per worker, the [next, last] positions of its part of a fill's rows: each
             # worker takes its own from the front, then others' from the back
-            self._bounds = ctx.Array("i", 2 * workers)
+            # (raw: the workers take them under one lock; this process sets them while
+            # no fill runs)
+            self._bounds, self._claims = ctx.RawArray("i", 2 * workers), ctx.Lock()
             for i in range(workers):
                 ours, theirs = ctx.Pipe()
                 proc = ctx.Process(target=_work, args=(theirs, portable, path, shape, warm_up,
-                                                       self._bounds, i),
+                                                       self._bounds, self._claims, i),
                                    name=f"automask-pool-{i}", daemon=True)
                 proc.start()
                 theirs.close()
@@ -222,7 +224,8 @@ class MatcherPool:
                 bounds[2 * w], bounds[2 * w + 1] = len(order), len(order) + len(idx) - 1
                 order += [(pairs[i][1], pairs[i][0]) for i in idx]
             if order:
-                self._round({w: ("fill", order) for w in range(self.workers)})
+                message = ("fill", order)
+                self._round({w: message for w in range(self.workers)})
             if pairs and not direct:
                 self._copy_out(words, pairs)
 
@@ -275,8 +278,12 @@ class MatcherPool:
         if not self._finalizer_alive():
             raise PoolClosed("this MatcherPool is closed")
         try:
+            pickled: dict[int, bytes] = {}  # a message sent to every worker is pickled once
             for w, msg in messages.items():
-                self._conns[w].send(msg)
+                data = pickled.get(id(msg))
+                if data is None:
+                    data = pickled[id(msg)] = pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+                self._conns[w].send_bytes(data)
             replies = {w: self._conns[w].recv() for w in messages}
         except (EOFError, OSError) as e:
             self.close()
@@ -308,9 +315,9 @@ def _stop(conns: list[Any], procs: list[Any]) -> None:
 
 
 def _work(conn: Any, vocab: Vocabulary, path: str, shape: tuple[int, int],
-          warm_up: str | int | None, bounds: Any, me: int) -> None:
+          warm_up: str | int | None, bounds: Any, claims: Any, me: int) -> None:
     """A worker's loop: one reply to every message, until "close" or the pipe ends."""
-    worker = _Worker(vocab, path, shape, warm_up, bounds, me)
+    worker = _Worker(vocab, path, shape, warm_up, bounds, claims, me)
     while True:
         try:
             op, arg = conn.recv()
@@ -332,7 +339,7 @@ class _Worker:
     with the tokens they have still to take), the rows it writes."""
 
     def __init__(self, vocab: Vocabulary, path: str, shape: tuple[int, int],
-                 warm_up: str | int | None, bounds: Any, me: int):
+                 warm_up: str | int | None, bounds: Any, claims: Any, me: int):
         self.compiler = Compiler(vocab)
         if warm_up is not None:
             from automask.engine.warm_up import warm_up as warm
@@ -341,7 +348,7 @@ class _Worker:
         self.rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape)
         self.matchers: dict[int, Matcher] = {}
         self.behind: dict[int, list[int]] = {}  # handle -> tokens its copy has not taken
-        self.bounds, self.me, self.lock = bounds, me, bounds.get_lock()
+        self.bounds, self.claims, self.me = bounds, claims, me
         self.workers = len(bounds) // 2
 
     def ready(self, arg: None) -> None:
@@ -394,7 +401,7 @@ class _Worker:
 
     def _take(self) -> int | None:
         b, me = self.bounds, self.me
-        with self.lock:
+        with self.claims:
             if b[2 * me] <= b[2 * me + 1]:
                 b[2 * me] += 1
                 return int(b[2 * me]) - 1
