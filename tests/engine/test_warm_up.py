@@ -66,3 +66,27 @@ def test_warm_up_spares_a_new_schema_most_vocabulary_walks(llama):
     walks_warmed = warmed.stats().scans.get("walk", 0) - before
     # What is left: the new keys' suffix sets, a few tokens each.
     assert walks_warmed * 2 < walks_cold, (walks_warmed, walks_cold)
+
+
+@pytest.mark.data
+def test_a_date_times_minutes_are_warm_at_every_hour(llama):
+    """The one date-time position whose scan depends on the hour: after warm-up, a
+    new schema's date-time at any hour needs no walk of the vocabulary there, and
+    its mask is the cold compiler's."""
+    from automask import Grammar, Matcher
+
+    schema = {"type": "object", "properties": {"at": {"type": "string",
+                                                     "format": "date-time"}}}
+    warmed, cold = Compiler(llama), Compiler(llama)
+    warm_up(warmed)
+    for hour in (0, 7, 13, 22):
+        text = f'{{"at": "1999-12-31T{hour:02d}:'.encode()
+        masks = []
+        for compiler in (warmed, cold):
+            matcher = Matcher(compiler.compile(Grammar.from_json_schema(schema)))
+            assert matcher.accept_bytes(text)
+            walks = compiler.stats().scans.get("walk", 0)
+            masks.append(matcher.mask_words())
+            made = compiler.stats().scans.get("walk", 0) - walks
+            assert made == 0 if compiler is warmed else made > 0, (hour, made)
+        assert np.array_equal(*masks), hour
