@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from automask.bitmask import row_index, writable_words
 from automask.engine.matcher import Matcher
 
@@ -30,14 +32,23 @@ def fill_bitmasks(matchers: Sequence[Matcher | None], bitmask: Any,
     row. Raises what :meth:`Matcher.fill_bitmask` raises (the same checks of type,
     dtype, shape and row index).
     """
-    words = writable_words(bitmask)
-    if words.ndim != 2:
-        raise ValueError(f"bitmask must be 2-D (batch, words), not shape {words.shape}")
-    rows = range(len(matchers)) if indices is None else indices
-    if len(rows) != len(matchers):
-        raise ValueError(f"{len(matchers)} matchers but {len(rows)} row indices")
+    words, rows = batch_rows(bitmask, len(matchers), indices, "matchers")
     batch = words.shape[0]
     for matcher, row in zip(matchers, rows, strict=True):
         if matcher is None:
             continue
         matcher.write_row(words[row_index(row, batch)])
+
+
+def batch_rows(bitmask: Any, count: int, indices: Sequence[int] | None,
+               what: str) -> tuple[np.ndarray, Sequence[int]]:
+    """What a batch fill checks before it writes any row: ``bitmask`` as 2-D int32 words
+    to fill in place, and the row of each of ``count`` entries (``indices``, or
+    ``0..count-1``); ``what`` names the entries in the error."""
+    words = writable_words(bitmask)
+    if words.ndim != 2:
+        raise ValueError(f"bitmask must be 2-D (batch, words), not shape {words.shape}")
+    rows = range(count) if indices is None else indices
+    if len(rows) != count:
+        raise ValueError(f"{count} {what} but {len(rows)} row indices")
+    return words, rows

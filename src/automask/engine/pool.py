@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from automask.bitmask import row_index, writable_words
+from automask.bitmask import row_index
+from automask.engine.batch import batch_rows
 from automask.engine.compiled import Compiler, Limits
 from automask.engine.matcher import Matcher
 from automask.grammar.ir import Grammar
@@ -195,12 +196,7 @@ class MatcherPool:
         default; ``None`` handles leave their rows as they are), like
         :func:`automask.fill_bitmasks`. Raises after every other row is written if
         one of them raises (``NoLegalContinuation``)."""
-        words = writable_words(bitmask)
-        if words.ndim != 2:
-            raise ValueError(f"bitmask must be 2-D (batch, words), not shape {words.shape}")
-        targets = range(len(handles)) if rows is None else rows
-        if len(targets) != len(handles):
-            raise ValueError(f"{len(handles)} handles but {len(targets)} row indices")
+        words, targets = batch_rows(bitmask, len(handles), rows, "handles")
         if len(handles) > self.max_batch:
             raise ValueError(f"{len(handles)} rows are more than this pool's max_batch "
                              f"({self.max_batch})")
