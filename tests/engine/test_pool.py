@@ -109,6 +109,18 @@ def test_a_worker_done_with_its_rows_fills_anothers_after_catching_up(llama, tmp
     assert not np.fromfile(path, dtype=np.int32).any()
 
 
+def test_a_cpu_torch_bitmask_is_filled_in_place(pool, llama):
+    torch = pytest.importorskip("torch")
+    handle = pool.add(Grammar.from_regex, PATTERN)
+    words = automask.allocate_bitmask(1, llama.size).shape[1]
+    bitmask = torch.full((3, words), 7, dtype=torch.int32)
+    pool.fill(bitmask, [None, handle], [0, 2])
+    local = Matcher(automask.compile(Grammar.from_regex(PATTERN), llama))
+    assert np.array_equal(bitmask[2].numpy(), _row(local, words))
+    assert bool((bitmask[:2] == 7).all())
+    pool.remove([handle])
+
+
 def test_a_refused_token_leaves_its_sequence_and_none_rows_are_skipped(pool, llama):
     handle = pool.add(Grammar.from_regex, PATTERN)
     words = automask.allocate_bitmask(1, llama.size).shape[1]
