@@ -109,6 +109,29 @@ def test_a_worker_done_with_its_rows_fills_anothers_after_catching_up(llama, tmp
     assert not np.fromfile(path, dtype=np.int32).any()
 
 
+def test_a_copy_too_far_behind_is_left_to_its_owner(llama, tmp_path):
+    from multiprocessing import Lock, RawArray
+
+    from automask.engine.pool import MAX_LAG, _Worker
+
+    words = automask.allocate_bitmask(1, llama.size).shape[1]
+    path = tmp_path / "rows"
+    np.zeros((2, words), dtype=np.int32).tofile(path)
+    bounds = RawArray("i", 4)
+    worker = _Worker(llama, str(path), (2, words), None, bounds, Lock(), 1)
+    worker.add((5, False, Grammar.from_regex, ("a*",), {}, None))
+    a = llama.encode("a")[0]
+    worker.accept(([], [(5, a)] * (MAX_LAG + 1)))
+    bounds[:] = [0, 0, 1, 0]  # worker 0: position 0 (handle 5); worker 1: none
+    worker.fill([(5, 1)])
+    assert bounds[:] == [0, 0, 1, 0] and len(worker.behind[5]) == MAX_LAG + 1
+    assert not np.fromfile(path, dtype=np.int32).any()  # nothing written
+    worker.behind[5].pop()  # MAX_LAG behind: taken, after the catch-up
+    worker.fill([(5, 1)])
+    assert bounds[:] == [0, -1, 1, 0] and worker.behind[5] == []
+    assert np.fromfile(path, dtype=np.int32).reshape(2, words)[1].any()
+
+
 def test_a_cpu_torch_bitmask_is_filled_in_place(pool, llama):
     torch = pytest.importorskip("torch")
     handle = pool.add(Grammar.from_regex, PATTERN)

@@ -15,7 +15,9 @@ and fills its row; the other workers keep a copy that queues the tokens. A
 step's cost is uneven (a cold mask takes milliseconds, a cached one
 microseconds), so a worker done with its own rows takes the rows another has
 not started, from the back of that worker's part (under one lock): its copy
-takes the queued tokens, then fills the row. A step lasts about half the work
+takes the queued tokens, then fills the row. Each part puts its youngest
+sequences last, whose copies lag least and whose masks are the cold ones; a
+copy more than :data:`MAX_LAG` tokens behind is left to its owner. A step lasts about half the work
 on two cores, instead of the slower owner's share.
 
 What the pool costs: each worker holds its own compiler (the vocabulary's
@@ -85,6 +87,7 @@ class MatcherPool:
         self._lock = threading.Lock()
         self._handles = count()
         self._owner: dict[int, int] = {}  # handle -> worker
+        self._age: dict[int, int] = {}  # handle -> tokens sent since add
         self._load = [0] * workers  # live handles per worker
         shape = (max_batch, (vocab.size + 31) // 32)
         # Rows the workers write and this process copies out: a file in memory where
@@ -154,6 +157,7 @@ class MatcherPool:
                 self._round({w: ("remove", [handle]) for w in range(self.workers)})
                 raise
             self._owner[handle] = worker
+            self._age[handle] = 0
             self._load[worker] += 1
             return handle
 
@@ -163,6 +167,7 @@ class MatcherPool:
             gone: dict[int, list[int]] = {}
             for h in handles:
                 worker = self._owner.pop(h, None)
+                self._age.pop(h, None)
                 if worker is not None:
                     gone.setdefault(worker, []).append(h)
                     self._load[worker] -= 1
@@ -178,6 +183,8 @@ class MatcherPool:
             row_index(token, self.vocab_size)  # refused here, before any sequence moves
         with self._lock:
             parts = self._split([h for h, _ in steps])
+            for h, _ in steps:
+                self._age[h] += 1
             # each worker applies its own sequences' steps and queues the others' (a
             # copy catches up when it fills that row)
             replies = self._round({w: ("accept", ([steps[i] for i in parts.get(w, ())],
@@ -212,11 +219,13 @@ class MatcherPool:
                  for i, (h, r) in enumerate(zip(handles, targets, strict=True)) if h is not None]
         with self._lock:
             parts = self._split([h for _, h, _ in pairs])
-            # the rows in one list, each worker's part in one run; bounds say where
+            # the rows in one list, each worker's part in one run (bounds say where), its
+            # youngest sequences last: the ones others take first, whose copies lag least
+            # and whose masks are the cold ones
             order: list[tuple[int, int]] = []
-            bounds = self._bounds
+            bounds, age = self._bounds, self._age
             for w in range(self.workers):
-                idx = parts.get(w, [])
+                idx = sorted(parts.get(w, []), key=lambda i: -age[pairs[i][1]])
                 bounds[2 * w], bounds[2 * w + 1] = len(order), len(order) + len(idx) - 1
                 order += [(pairs[i][1], pairs[i][0]) for i in idx]
             if order:
@@ -330,6 +339,11 @@ def _work(conn: Any, vocab: Vocabulary, path: str, shape: tuple[int, int],
             conn.send(("error", _portable(e)))
 
 
+#: the most tokens a copy may have queued for its row to be taken from its owner: a
+#: stolen row's copy takes them first, ~30 us each, where the owner's is up to date
+MAX_LAG = 16
+
+
 class _Worker:
     """A worker's state: a copy of every sequence (its own ones up to date, the others
     with the tokens they have still to take), the rows it writes."""
@@ -386,7 +400,7 @@ class _Worker:
         """Fill rows of ``order`` until none is left to take: this worker's part first,
         from its front, then the others' from their back (work sharing, under a lock)."""
         error = None
-        while (i := self._take()) is not None:
+        while (i := self._take(order)) is not None:
             h, at = order[i]
             try:
                 self._current(h).write_row(self.rows[at])
@@ -395,17 +409,25 @@ class _Worker:
         if error is not None:
             raise error
 
-    def _take(self) -> int | None:
+    def _take(self, order: list[tuple[int, int]]) -> int | None:
+        """The next position of ``order`` this worker fills: its own part's front, else
+        the back of the part with most left, unless this worker's copy of that row's
+        sequence is more than :data:`MAX_LAG` tokens behind (replaying them would cost
+        more than the owner's doing it: that part's owner goes on with it)."""
         b, me = self.bounds, self.me
         with self.claims:
             if b[2 * me] <= b[2 * me + 1]:
                 b[2 * me] += 1
                 return int(b[2 * me]) - 1
-            most, w = max((b[2 * w + 1] - b[2 * w], w) for w in range(self.workers))
-            if most < 0:
+            best, most = -1, -1
+            for w in range(self.workers):
+                left = b[2 * w + 1] - b[2 * w]
+                if left > most and len(self.behind[order[b[2 * w + 1]][0]]) <= MAX_LAG:
+                    best, most = w, left
+            if best < 0:
                 return None
-            b[2 * w + 1] -= 1
-            return int(b[2 * w + 1]) + 1
+            b[2 * best + 1] -= 1
+            return int(b[2 * best + 1]) + 1
 
     def _current(self, handle: int) -> Matcher:
         """The sequence's copy, after the tokens it has still to take (a refused one is
