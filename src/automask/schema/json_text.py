@@ -26,6 +26,7 @@ from automask.regex.parser import (
     concatenated_parts,
     literal_trie,
 )
+from automask.schema.subschema import is_number
 
 
 def _json_spellings() -> dict[int, list[bytes]]:
@@ -304,17 +305,13 @@ def values_node(values: Sequence) -> rx.Node:
 
     chains: list[tuple[rx.Node, ...]] = []
     for v in values:
-        if _is_number(v):
+        if is_number(v):
             chains += [tuple(map(_single_byte, text)) + (() if tail is rx.EPS else (tail,))
                        for text, tail in number_spellings(v)]
         else:
             node = literal_node(v)
             chains += map(concatenated_parts, node.items if node.kind == rx.K_ALT else (node,))
     return chain_trie(chains)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _single_byte(c: int) -> rx.Node:
