@@ -37,7 +37,13 @@ from typing import Any, TextIO
 import numpy as np
 
 from automask.bench.maskbench import load_records
-from automask.bench.peers import Engine, GrammarSpec, PeerError, prepare_engines
+from automask.bench.peers import (
+    AutomaskEngine,
+    Engine,
+    GrammarSpec,
+    PeerError,
+    prepare_engines,
+)
 from automask.bench.stats import printer, summarize, text_table
 from automask.errors import AutomaskError
 
@@ -139,15 +145,13 @@ class _AutomaskPoolBatch(_Batch):
     """automask's sequences in a :class:`~automask.engine.pool.MatcherPool` of ``workers``
     processes: a sequence is a handle; the fill and the commits are one round each."""
 
-    def __init__(self, engine: Engine, workers: int):
+    def __init__(self, engine: AutomaskEngine, workers: int):
         super().__init__(engine)
         from automask.engine.pool import MatcherPool
 
-        options = engine.schema_options  # type: ignore[attr-defined]
-        self._options = dict(options)
-        self.pool = MatcherPool(engine.vocab, workers=workers,  # type: ignore[attr-defined]
-                                max_batch=max(LEVELS),
-                                warm_up=options["whitespace"] if engine.warm_up else None)  # type: ignore[attr-defined]
+        self._options = dict(engine.schema_options)
+        self.pool = MatcherPool(engine.vocab, workers=workers, max_batch=max(LEVELS),
+                                warm_up=self._options["whitespace"] if engine.warm_up else None)
 
     def open(self, spec: GrammarSpec, scratch: np.ndarray) -> Any:
         from automask.bench.peers import grammar_of
@@ -312,9 +316,10 @@ def run_batch_bench(data_path: str, tokenizer_path: str, *, levels: Sequence[int
       f"{threads or 'its default number of'} threads")
     engines: list[tuple[str, Engine]] = list(ready.items())
     pool_ops = None
-    if workers and "automask" in ready:
-        pool_ops = _AutomaskPoolBatch(ready["automask"], workers)
-        engines.insert(1, (POOL_ENGINE, ready["automask"]))
+    ours = ready.get("automask")
+    if workers and isinstance(ours, AutomaskEngine):
+        pool_ops = _AutomaskPoolBatch(ours, workers)
+        engines.insert(1, (POOL_ENGINE, ours))
         entries[POOL_ENGINE] = dict(entries["automask"], engine=POOL_ENGINE, workers=workers)
     results: list[LevelResult] = []
     try:
