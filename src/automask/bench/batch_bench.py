@@ -316,10 +316,10 @@ def run_batch_bench(data_path: str, tokenizer_path: str, *, levels: Sequence[int
       f"{threads or 'its default number of'} threads")
     engines: list[tuple[str, Engine]] = list(ready.items())
     pool_ops = None
-    ours = ready.get("automask")
-    if workers and isinstance(ours, AutomaskEngine):
-        pool_ops = _AutomaskPoolBatch(ours, workers)
-        engines.insert(1, (POOL_ENGINE, ours))
+    one_process = ready.get("automask")
+    if workers and isinstance(one_process, AutomaskEngine):
+        pool_ops = _AutomaskPoolBatch(one_process, workers)
+        engines.insert(1, (POOL_ENGINE, one_process))
         entries[POOL_ENGINE] = dict(entries["automask"], engine=POOL_ENGINE, workers=workers)
     results: list[LevelResult] = []
     try:
