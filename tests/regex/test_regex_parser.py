@@ -582,6 +582,32 @@ def test_can_continue_read_off_structure_agrees_with_derivatives(pattern: str) -
                     if (d := rx.derive(node, lo)) is not rx.EMPTY)
 
 
+@_PROPERTY
+@given(pattern=patterns)
+def test_first_bytes_read_off_structure_agree_with_derivatives(pattern: str) -> None:
+    # Every state a few bytes in, JSON string encodings, key chains and their
+    # whitespace gaps included (the lexemes FOLLOW sets are read from).
+    from automask.schema.json_text import JSON_STRING_CODE
+
+    start = parse_regex(pattern)
+    gap = rx.repeat(rx.byte_set(sum(1 << b for b in b" \t\n\r")), 0, 4)
+    todo = [start, rx.encoded(start, JSON_STRING_CODE), rx.concat(gap, rx.optional(start)),
+            rx.concat(gap, rx.literal(b'"k"'), gap, start)]
+    seen: set[int] = set()
+    while todo and len(seen) < 300:
+        node = todo.pop()
+        if node.uid in seen:
+            continue
+        seen.add(node.uid)
+        by_derivative = 0
+        for lo, hi in rx.class_runs(rx.class_starts(node)):
+            if rx.derive(node, lo) is not rx.EMPTY:
+                by_derivative |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+        assert rx.first_bytes(node) == by_derivative, rx.to_pattern(node)
+        todo.extend(d for lo, _ in rx.class_runs(rx.class_starts(node))
+                    if (d := rx.derive(node, lo)) is not rx.EMPTY)
+
+
 # ------------------------------------------------------------------ clamp (token-length bound)
 
 def _strings(alphabet: bytes, n: int):

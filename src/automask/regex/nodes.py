@@ -1300,13 +1300,44 @@ FORCED_CHAIN_MEMO = 256  # chains up to this long keep every suffix's answer (qu
 
 def first_bytes(node: Node) -> int:
     """Bitmask of the bytes that can start a non-empty match (memoized: every grammar
-    asks it of the lexemes that may follow each of its own)."""
+    asks it of the lexemes that may follow each of its own).
+
+    Read off the structure of a plain node's byte sets, concatenations,
+    alternations and repeats: each part matches something (invariant 1,
+    docs/masks.md), so a concatenation's first bytes are its head's, and its
+    tail's too when the head may be empty. The rest (intersections,
+    complements, spellings, excepted words) take one derivative per byte class.
+    The structural read makes no node: a new key's lexeme cost a derivative
+    node per byte class here, and every new grammar asks this of each lexeme
+    that may follow one of its own.
+    """
     bits = node._first
     if bits is None:
-        bits = 0
-        for lo, hi in class_runs(class_starts(node)):
-            if derive(node, lo) is not EMPTY:
-                bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+        k = node.kind if node.plain else K_AND  # (K_AND: by derivatives, below)
+        if k == K_BYTES:
+            bits = node.bits
+        elif k == K_CONCAT:
+            bits, part = 0, node
+            while part.kind == K_CONCAT:  # (a key's chain nests to the right: no recursion)
+                bits |= first_bytes(part.a)
+                if not part.a.nullable:
+                    break
+                part = part.b
+            else:
+                bits |= first_bytes(part)
+        elif k == K_ALT:
+            bits = 0
+            for member in node.items:
+                bits |= first_bytes(member)
+        elif k == K_REPEAT or k == K_NONEMPTY:
+            bits = first_bytes(node.a)
+        elif k == K_EMPTY or k == K_EPS:
+            bits = 0
+        else:
+            bits = 0
+            for lo, hi in class_runs(class_starts(node)):
+                if derive(node, lo) is not EMPTY:
+                    bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
         node._first = bits
     return bits
 
