@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -559,6 +560,20 @@ def test_search_agrees_with_python_search(pattern: str, start: bool, end: bool,
         assert _m(node, s) == expected, (anchored, s, expected)
 
 
+def _states_from(*starts: rx.Node, limit: int = 300) -> Iterator[rx.Node]:
+    """``starts`` and the nodes a few bytes into them (one derivative per byte class)."""
+    todo = list(starts)
+    seen: set[int] = set()
+    while todo and len(seen) < limit:
+        node = todo.pop()
+        if node.uid in seen:
+            continue
+        seen.add(node.uid)
+        yield node
+        todo.extend(d for lo, _ in rx.class_runs(rx.class_starts(node))
+                    if (d := rx.derive(node, lo)) is not rx.EMPTY)
+
+
 @_PROPERTY
 @given(pattern=patterns)
 def test_can_continue_read_off_structure_agrees_with_derivatives(pattern: str) -> None:
@@ -566,20 +581,12 @@ def test_can_continue_read_off_structure_agrees_with_derivatives(pattern: str) -
     from automask.schema.json_text import JSON_STRING_CODE
 
     start = parse_regex(pattern)
-    todo = [start, rx.encoded(start, JSON_STRING_CODE)]
-    seen: set[int] = set()
-    while todo and len(seen) < 300:
-        node = todo.pop()
-        if node.uid in seen:
-            continue
-        seen.add(node.uid)
+    for node in _states_from(start, rx.encoded(start, JSON_STRING_CODE)):
         by_derivative = any(rx.derive(node, lo) is not rx.EMPTY
                             for lo, _ in rx.class_runs(rx.class_starts(node)))
         structural = rx._extends(node) if node.plain else None
         assert structural in (None, by_derivative), (rx.to_pattern(node), by_derivative)
         assert rx.can_continue(node) == by_derivative
-        todo.extend(d for lo, _ in rx.class_runs(rx.class_starts(node))
-                    if (d := rx.derive(node, lo)) is not rx.EMPTY)
 
 
 @_PROPERTY
@@ -591,21 +598,14 @@ def test_first_bytes_read_off_structure_agree_with_derivatives(pattern: str) -> 
 
     start = parse_regex(pattern)
     gap = rx.repeat(rx.byte_set(sum(1 << b for b in b" \t\n\r")), 0, 4)
-    todo = [start, rx.encoded(start, JSON_STRING_CODE), rx.concat(gap, rx.optional(start)),
-            rx.concat(gap, rx.literal(b'"k"'), gap, start)]
-    seen: set[int] = set()
-    while todo and len(seen) < 300:
-        node = todo.pop()
-        if node.uid in seen:
-            continue
-        seen.add(node.uid)
+    for node in _states_from(start, rx.encoded(start, JSON_STRING_CODE),
+                             rx.concat(gap, rx.optional(start)),
+                             rx.concat(gap, rx.literal(b'"k"'), gap, start)):
         by_derivative = 0
         for lo, hi in rx.class_runs(rx.class_starts(node)):
             if rx.derive(node, lo) is not rx.EMPTY:
                 by_derivative |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
         assert rx.first_bytes(node) == by_derivative, rx.to_pattern(node)
-        todo.extend(d for lo, _ in rx.class_runs(rx.class_starts(node))
-                    if (d := rx.derive(node, lo)) is not rx.EMPTY)
 
 
 # ------------------------------------------------------------------ clamp (token-length bound)
