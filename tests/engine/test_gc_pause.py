@@ -201,3 +201,30 @@ def test_cached_scans_are_out_of_the_collectors_sight(tiny_bpe_vocab):
     assert not gc.is_tracked(shared) and not gc.is_tracked(shared._costs)
     assert not any(gc.is_tracked(scan) or gc.is_tracked(scan[1]) for scan in scans)
     assert not any(gc.is_tracked(pair) or gc.is_tracked(pair[1]) for pair in groups)
+
+
+def test_freeze_startup_collects_then_puts_what_lives_out_of_sight():
+    # In a process of its own: freezing is for good, and this test process is not ours.
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent("""
+        import gc, weakref
+        from automask.gc_pause import freeze_startup
+
+        class Node: pass
+        kept, lost = Node(), Node()
+        kept.me, lost.me = kept, lost            # two cycles; the second is garbage
+        gone = weakref.ref(lost)
+        del lost
+        gc.disable()                             # (no collection but the one asked for)
+        freeze_startup()
+        assert gone() is None                    # collected before freezing
+        assert gc.get_freeze_count() > 0
+        assert not any(o is kept for o in gc.get_objects())  # out of sight
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

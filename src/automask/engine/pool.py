@@ -27,7 +27,6 @@ importing automask and building that index (about a second), once.
 
 from __future__ import annotations
 
-import gc
 import multiprocessing as mp
 import os
 import pickle
@@ -44,6 +43,7 @@ from automask.bitmask import row_index
 from automask.engine.batch import batch_rows
 from automask.engine.compiled import Compiler, Limits
 from automask.engine.matcher import Matcher
+from automask.gc_pause import freeze_startup
 from automask.grammar.ir import Grammar
 from automask.vocab import Vocabulary
 
@@ -357,12 +357,8 @@ class _Worker:
 
             warm(self.compiler, whitespace=warm_up)
         self.rows = np.memmap(path, dtype=np.int32, mode="r+", shape=shape)
-        # What the worker built at start (the vocabulary's token index, the warm-up's
-        # caches) lives as long as it does: frozen, no later full collection walks it
-        # again. One in the middle of a batch fill took ~17 ms so, ~7 ms frozen (the
-        # bench does the same for its own process).
-        gc.collect()
-        gc.freeze()
+        # (a full collection in the middle of a batch fill took 15-17 ms so, 7-8 frozen)
+        freeze_startup()
         self.matchers: dict[int, Matcher] = {}
         self.behind: dict[int, list[int]] = {}  # handle -> tokens its copy has not taken
         self.bounds, self.claims, self.me = bounds, claims, me

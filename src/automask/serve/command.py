@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from automask.gc_pause import freeze_startup
 from automask.generation.gguf_chat import GGUFTokenizer
 from automask.generation.models import (
     DEFAULT_MODEL_FILE,
@@ -183,6 +184,7 @@ class _Uvicorn:
             async def startup(self, sockets: Any = None) -> None:
                 await super().startup(sockets)
                 if self.started:
+                    freeze_startup()  # model, vocabulary, warm-up: kept for the process's life
                     outer.announce(self)
 
             def handle_exit(self, sig: int, frame: Any) -> None:
