@@ -1313,8 +1313,10 @@ def first_bytes(node: Node) -> int:
     """
     bits = node._first
     if bits is None:
-        k = node.kind if node.plain else K_AND  # (K_AND: by derivatives, below)
-        if k == K_BYTES:
+        k = node.kind
+        if not node.plain:
+            bits = _first_by_derivatives(node)
+        elif k == K_BYTES:
             bits = node.bits
         elif k == K_CONCAT:
             bits, part = 0, node
@@ -1331,14 +1333,18 @@ def first_bytes(node: Node) -> int:
                 bits |= first_bytes(member)
         elif k == K_REPEAT or k == K_NONEMPTY:
             bits = first_bytes(node.a)
-        elif k == K_EMPTY or k == K_EPS:
-            bits = 0
         else:
-            bits = 0
-            for lo, hi in class_runs(class_starts(node)):
-                if derive(node, lo) is not EMPTY:
-                    bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
+            bits = _first_by_derivatives(node)
         node._first = bits
+    return bits
+
+
+def _first_by_derivatives(node: Node) -> int:
+    """:func:`first_bytes` by one derivative per byte class (any node)."""
+    bits = 0
+    for lo, hi in class_runs(class_starts(node)):
+        if derive(node, lo) is not EMPTY:
+            bits |= ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1)
     return bits
 
 
