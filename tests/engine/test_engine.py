@@ -925,43 +925,53 @@ def test_follow_sets_settle_in_dependency_order(monkeypatch):
     schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(3000)}}
     grammar = automask.Grammar.from_json_schema(schema)
     steps = []
-    real = earley._fixpoint
+    real = earley._settle
 
-    def counting(ranks, step):
+    def counting(parts, reads, by_lhs, step):
         count = [0]
 
         def counted(k):
             count[0] += 1
             return step(k)
 
-        real(ranks, counted)
+        real(parts, reads, by_lhs, counted)
         steps.append(count[0])
 
-    monkeypatch.setattr(earley, "_fixpoint", counting)
+    monkeypatch.setattr(earley, "_settle", counting)
     earley.follow_lexemes(grammar)
     assert len(steps) == 2 and max(steps) < 2 * len(grammar.productions)
 
-    def rounds(ranks, step):  # every production, again and again, in no order, until stable
+    def rounds(parts, reads, by_lhs, step):  # every rule, again and again, until stable
+        rules = [k for part in parts for nt in part for k in by_lhs[nt]]
         changed = True
         while changed:
             changed = False
-            for k in reversed(range(len(ranks))):
+            for k in reversed(rules):
                 changed = bool(step(k)) or changed
 
-    small = automask.Grammar.from_json_schema({"type": "object", "properties": {
-        "a": {"type": "array", "items": {"$ref": "#"}}, "b": {"anyOf": [
-            {"type": "integer"}, {"type": "object", "properties": {"c": {"type": "string"}},
-                                  "required": ["c"]}]}}, "required": ["b"]})
-    ordered = earley.follow_lexemes(small)
-    monkeypatch.setattr(earley, "_fixpoint", rounds)
-    assert earley.follow_lexemes(small) == ordered
+    for schema in [
+        {"type": "object", "properties": {
+            "a": {"type": "array", "items": {"$ref": "#"}}, "b": {"anyOf": [
+                {"type": "integer"}, {"type": "object", "properties": {"c": {"type": "string"}},
+                                      "required": ["c"]}]}}, "required": ["b"]},
+        {"$defs": {"node": {"type": "object", "properties": {
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            "next": {"$ref": "#/$defs/node"}, "v": {"type": "number"}}}},
+         "anyOf": [{"$ref": "#/$defs/node"}, {"type": "array", "minItems": 2}]},
+    ]:
+        small = automask.Grammar.from_json_schema(schema)
+        ordered = earley.follow_lexemes(small)
+        with monkeypatch.context() as m:
+            m.setattr(earley, "_settle", rounds)
+            assert earley.follow_lexemes(small) == ordered
 
 
-def test_dependency_ranks_order_reads_first():
-    from automask.engine.earley import _dependency_ranks
+def test_strong_components_come_after_what_they_read():
+    from automask.engine.earley import _strong_components
 
     a, b, c, d, e = range(5)
     reads = [[b], [c], [b, d, b], [], [a, d]]  # (a repeat, as rules with a symbol twice give)
-    rank = _dependency_ranks(reads)
-    assert rank[b] == rank[c]  # one cycle, one rank
-    assert rank[d] < rank[b] < rank[a] < rank[e]
+    parts = _strong_components(reads)
+    place = {v: i for i, part in enumerate(parts) for v in part}
+    assert sorted(map(sorted, parts)) == [[a], [b, c], [d], [e]]  # one cycle, one part
+    assert place[d] < place[b] < place[a] < place[e]

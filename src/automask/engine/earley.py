@@ -36,6 +36,7 @@ class ParserTables:
     def __init__(self, grammar: Grammar):
         names = sorted({p.lhs for p in grammar.productions})
         self.nt_index = {n: i for i, n in enumerate(names)}
+        code = {n: -(i + 1) for i, n in enumerate(names)}  # a nonterminal, as rules hold it
         self.nt_names = names
         # A dotted rule ("core") is an int; next_symbol[core] is a lexeme id (>= 0),
         # a nonterminal as -(index + 1), or None when the rule is complete.
@@ -47,16 +48,15 @@ class ParserTables:
         initial_cores.append([])
         #: the rules as (lhs, rhs), symbols encoded as in next_symbol, TOP -> start first
         self.rules: list[tuple[int, tuple[int, ...]]] = []
+        next_symbol, lhs_of, rules = self.next_symbol, self.lhs, self.rules
         for lhs, rhs in [(top, (grammar.start,))] + [(self.nt_index[p.lhs], p.rhs)
                                                       for p in grammar.productions]:
-            initial_cores[lhs].append(len(self.next_symbol))
-            encoded = tuple(sym if isinstance(sym, int) else -(self.nt_index[sym] + 1)
-                            for sym in rhs)
-            self.rules.append((lhs, encoded))
-            self.next_symbol += encoded
-            self.lhs += [lhs] * len(encoded)
-            self.next_symbol.append(None)
-            self.lhs.append(lhs)
+            initial_cores[lhs].append(len(next_symbol))
+            encoded = tuple([sym if isinstance(sym, int) else code[sym] for sym in rhs])
+            rules.append((lhs, encoded))
+            next_symbol += encoded
+            next_symbol.append(None)
+            lhs_of += [lhs] * (len(encoded) + 1)
         # Tuples of ints: the garbage collector stops tracking them (lists it would walk).
         self.initial_cores: list[tuple[int, ...]] = [tuple(cores) for cores in initial_cores]
         self.top_start = self.initial_cores[top][0]
@@ -155,11 +155,13 @@ def follow_lexemes(grammar: Grammar, tables: ParserTables | None = None
     Context-free FOLLOW sets over lexemes; used to drop tokens early (a token
     crossing a lexeme end must go on with a byte that can start what follows).
     Sets are bitmasks (bit ``i``: lexeme ``i``; the top bit: the end of the
-    text). The fixpoints revisit only rules whose inputs changed, in the
-    order of the nonterminals' dependencies: a rule is read after the rules it
-    reads, so a chain of 10,000 optional properties settles in one pass, not
-    one pass per link. ``tables``: the grammar's, if made already (its rules
-    are numbered, and its nullable set is the one FIRST needs).
+    text). Both fixpoints go part by part through the strongly connected parts
+    of "a nonterminal's rules read another's" (:func:`_settle`): FIRST after
+    the parts a part reads, FOLLOW before them, so a chain of 10,000 optional
+    properties settles in one pass, not one pass per link, and a part without
+    a cycle (most nonterminals of a JSON Schema grammar) is read exactly once.
+    ``tables``: the grammar's, if made already (its rules are numbered, and its
+    nullable set is the one FIRST needs).
     """
     if tables is None:
         tables = ParserTables(grammar)
@@ -194,9 +196,8 @@ def follow_lexemes(grammar: Grammar, tables: ParserTables | None = None
 
     # FIRST(a) reads FIRST(b) for each b on a's right sides; FOLLOW the other way round
     # (same strongly connected parts, reversed order).
-    rank = _dependency_ranks(reads)
-    last = max(rank, default=0)
-    _fixpoint([rank[lhs] for lhs, _ in rules], first_step)
+    parts = _strong_components(reads)
+    _settle(parts, reads, by_lhs, first_step)
     follow_nt = [0] * n_nt
     follow_nt[-1] = 1 << n_lex  # TOP -> start: what follows the start is the end of the text
     follow = [0] * n_lex
@@ -216,7 +217,8 @@ def follow_lexemes(grammar: Grammar, tables: ParserTables | None = None
             trailer = (trailer | first[nt]) if nullable[nt] else first[nt]
         return dirty
 
-    _fixpoint([last - rank[lhs] for lhs, _ in rules], follow_step)
+    parts.reverse()
+    _settle(parts, reads, by_lhs, follow_step)
     out: list[set[int] | None] = [_bit_set(bits & ~(1 << n_lex)) for bits in follow]
     for lex in grammar.ignore:
         out[lex] = None  # ignored text may stand anywhere
@@ -227,49 +229,53 @@ def follow_lexemes(grammar: Grammar, tables: ParserTables | None = None
     return out
 
 
-def _fixpoint(ranks: list[int], step: Callable[[int], Iterable[int]]) -> None:
-    """Run ``step(k)`` for every k, lowest ``ranks[k]`` first, and again for whatever it
-    returns as changed, until stable (every step counts towards a time-limit check).
+def _settle(parts: list[list[int]], reads: list[list[int]], by_lhs: list[list[int]],
+            step: Callable[[int], Iterable[int]]) -> None:
+    """Run ``step(k)`` on the rules of each part of nonterminals in turn, until the part
+    is stable; ``step`` returns the rules to run again because of what it changed.
 
-    What a step returns reads what it changed, so ranks no lower than its own:
-    one of a higher rank has not run yet and will read the settled value, so
-    only those of the same rank (a cycle) are run again, before the next rank
-    starts. No heap: one sort, then a stack per rank.
+    The parts come in an order where everything a part's steps read from other
+    parts is settled already, so only a part with a cycle (several nonterminals,
+    or one whose rules read itself) runs a rule again: with a worklist, and only
+    for rules of that part (one of a later part will read the settled value).
+    Every part, and every step inside a cycle, counts towards a time-limit check.
     """
-    order = sorted(range(len(ranks)), key=ranks.__getitem__)
-    queued = bytearray(len(ranks))
-    start, n = 0, len(order)
-    while start < n:
-        rank = ranks[order[start]]
-        stop = start
-        while stop < n and ranks[order[stop]] == rank:
-            queued[order[stop]] = 1
-            stop += 1
-        work = order[start:stop]
-        work.reverse()  # (a stack: popped in rank order)
+    inside = bytearray(sum(len(r) for r in by_lhs))  # rules of the cyclic part being run
+    queued = bytearray(len(inside))
+    for part in parts:
+        check_time()
+        if len(part) == 1 and part[0] not in reads[part[0]]:
+            for k in by_lhs[part[0]]:
+                step(k)
+            continue
+        work = [k for nt in part for k in by_lhs[nt]]
+        for k in work:
+            inside[k] = queued[k] = 1
+        members = list(work)
+        work.reverse()  # (a stack: the first rule is popped first)
         while work:
             k = work.pop()
             queued[k] = 0
             check_time()
             for other in step(k):
-                if not queued[other] and ranks[other] == rank:
+                if inside[other] and not queued[other]:
                     queued[other] = 1
                     work.append(other)
-        start = stop
+        for k in members:
+            inside[k] = 0
 
 
-def _dependency_ranks(reads: list[list[int]]) -> list[int]:
-    """A rank per node ``0 .. len(reads) - 1`` such that a node ranks after every node it
-    reads (``reads[v]``), except within a cycle (one rank for the whole strongly
-    connected part). Tarjan's algorithm, iterative: it finishes a part only after every
-    part the part reads."""
+def _strong_components(reads: list[list[int]]) -> list[list[int]]:
+    """The strongly connected parts of the graph ``v -> reads[v]`` over ``0 .. len(reads)
+    - 1``, each after every part it reads (a cycle is one part). Tarjan's algorithm,
+    iterative: it finishes a part only after every part the part reads."""
     n = len(reads)
     index = [-1] * n
     low = [0] * n
     on_stack = bytearray(n)
     stack: list[int] = []
-    rank = [0] * n
-    parts = counter = 0
+    parts: list[list[int]] = []
+    counter = 0
     for root in range(n):
         if index[root] >= 0:
             continue
@@ -297,14 +303,18 @@ def _dependency_ranks(reads: list[list[int]]) -> list[int]:
                     if low[v] < low[u]:
                         low[u] = low[v]
                 if low[v] == index[v]:
-                    while True:
+                    w = stack.pop()
+                    on_stack[w] = 0
+                    if w == v:  # (most parts: one nonterminal)
+                        parts.append([w])
+                        continue
+                    part = [w]
+                    while w != v:
                         w = stack.pop()
                         on_stack[w] = 0
-                        rank[w] = parts
-                        if w == v:
-                            break
-                    parts += 1
-    return rank
+                        part.append(w)
+                    parts.append(part)
+    return parts
 
 
 def _bit_set(bits: int) -> set[int]:
