@@ -595,6 +595,32 @@ def test_whitespace_leads_lexemes_and_never_trails_them(schema):
             assert len(seen) < 5000
 
 
+def test_lists_and_members_lower_without_helper_rules(tiny_bpe_vocab):
+    """Array items and object members lower to ``list ::= item | list sep item``, nested
+    sequences (``sep key value``) are spliced into their rule, and no helper rule only
+    renames another symbol; the language stays the same."""
+    schema = {"type": "array", "items": {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string"}}}}}
+    grammar = Grammar.from_json_schema(schema)
+    by_lhs: dict[str, list[tuple]] = {}
+    for p in grammar.productions:
+        by_lhs.setdefault(p.lhs, []).append(p.rhs)
+    lists = [lhs for lhs, alts in by_lhs.items()
+             if len(alts) == 2 and any(len(r) == 3 and r[0] == lhs for r in alts)]
+    assert len(lists) >= 3  # the items of both arrays, and any value's (extra members)
+    renames = [lhs for lhs, alts in by_lhs.items()
+               if "~" in lhs and len(alts) == 1 and len(alts[0]) == 1
+               and isinstance(alts[0][0], str)]
+    assert not renames
+    compiled = automask.compile(grammar, tiny_bpe_vocab)
+    for text in ['[]', '[{}]', '[{"a": 1}, {"a": 2, "b": ["x", "y"]}, {}]',
+                 '[{"b": [], "c": {"d": [1, {"e": null}]}}]']:
+        assert accepts_bytes(compiled, text), text
+    for text in ['[{},]', '[,{}]', '[{"a": 1,}]', '[{"b": ["x",]}]', '[{"b": ["x" "y"]}]',
+                 '[{"a": 1 "b": []}]', '[{"a": "1"}]']:
+        assert not accepts_bytes(compiled, text), text
+
+
 def test_multiples_of_far_values_are_decided_exactly(tiny_bpe_vocab):
     """1e308 by 0.123456789: Decimal's ``%`` gives up on such quotients; fractions do not."""
     schema = {"enum": [1e308, 0.246913578, 7], "not": {"multipleOf": 0.123456789}}

@@ -534,7 +534,13 @@ class _Lowerer:
         return [[] if sym == "" else [sym]]
 
     def _unfused(self, e: Seq, ctx: str) -> list[list[Symbol]]:
-        """:meth:`sequences` of a Seq without fusion: a lexeme per Terminal, in place."""
+        """:meth:`sequences` of a Seq without fusion: a lexeme per Terminal, in place, and
+        a Seq inside it spliced in (a JSON member, ``key value``, inside ``sep member``
+        inside the object's sequence): a helper rule per nested Seq made a third of a
+        schema grammar's productions, each one more item in every Earley set there."""
+        listed = self._separated_list(e, ctx)
+        if listed is not None:
+            return [[listed]]
         out: list[Symbol] = []
         for item in e.items:
             if type(item) is Terminal:
@@ -543,12 +549,44 @@ class _Lowerer:
                     return []
                 out += syms
                 continue
+            if type(item) is Seq:
+                spliced = self._unfused(item, ctx)
+                if not spliced:
+                    return []
+                out += spliced[0]
+                continue
             sym = self.symbol(item, ctx)
             if sym is None:
                 return []
             if sym != "":
                 out.append(sym)
         return [out]
+
+    def _separated_list(self, e: Seq, ctx: str) -> Symbol | None:
+        """``item (sep item)*`` (a JSON array's or object's members) as one left-recursive
+        rule, ``list ::= item | list sep item``: two productions, where the general
+        lowering makes four over three helper rules (a ``sep item`` rule, a ``tail ::= ε |
+        tail (sep item)`` and the sequence), every one of them more items in each Earley
+        set the list passes through. None where ``e`` is not of that form (``item`` is
+        the same object both times, ``sep`` a lexeme, neither ε nor empty)."""
+        items = e.items
+        if len(items) != 2 or type(items[1]) is not Repeat:
+            return None
+        more = items[1]
+        pair = more.item
+        if more.lo or more.hi is not None or type(pair) is not Seq or len(pair.items) != 2 \
+                or pair.items[1] is not items[0] or type(pair.items[0]) is not Terminal:
+            return None
+        sep = pair.items[0].regex
+        if sep is rx.EMPTY or sep.nullable:
+            return None
+        item = self.symbol(items[0], ctx)
+        if not item:  # ε or the empty language: the general lowering says what that gives
+            return None
+        name = self.helper(ctx)
+        self.add(name, [item])
+        self.add(name, [name, self.lexeme(sep), item])
+        return name
 
     def symbol(self, e: Expr, ctx: str) -> Symbol | None:
         """One symbol standing for ``e`` ('' for ε, None for the empty language)."""
@@ -574,7 +612,11 @@ class _Lowerer:
         elif isinstance(e, Repeat):
             result = self._repeat(e, ctx)
         else:
-            result = self._rule_for(self.sequences(e, ctx), ctx)
+            alternatives = self.sequences(e, ctx)
+            if len(alternatives) == 1 and len(alternatives[0]) == 1:
+                result = alternatives[0][0]  # no helper rule that only renames a symbol
+            else:
+                result = self._rule_for(alternatives, ctx)
         self._symbol_cache[key] = result
         return result
 
