@@ -36,7 +36,6 @@ class ParserTables:
     def __init__(self, grammar: Grammar):
         names = sorted({p.lhs for p in grammar.productions})
         self.nt_index = {n: i for i, n in enumerate(names)}
-        code = {n: -(i + 1) for i, n in enumerate(names)}  # a nonterminal, as rules hold it
         self.nt_names = names
         # A dotted rule ("core") is an int; next_symbol[core] is a lexeme id (>= 0),
         # a nonterminal as -(index + 1), or None when the rule is complete.
@@ -48,11 +47,12 @@ class ParserTables:
         initial_cores.append([])
         #: the rules as (lhs, rhs), symbols encoded as in next_symbol, TOP -> start first
         self.rules: list[tuple[int, tuple[int, ...]]] = []
-        next_symbol, lhs_of, rules = self.next_symbol, self.lhs, self.rules
+        next_symbol, lhs_of, rules, index = self.next_symbol, self.lhs, self.rules, self.nt_index
         for lhs, rhs in [(top, (grammar.start,))] + [(self.nt_index[p.lhs], p.rhs)
                                                       for p in grammar.productions]:
             initial_cores[lhs].append(len(next_symbol))
-            encoded = tuple([sym if isinstance(sym, int) else code[sym] for sym in rhs])
+            encoded = tuple([sym if isinstance(sym, int) else ~index[sym]  # -(index + 1)
+                             for sym in rhs])
             rules.append((lhs, encoded))
             next_symbol += encoded
             next_symbol.append(None)
@@ -240,9 +240,9 @@ def _settle(parts: list[list[int]], reads: list[list[int]], by_lhs: list[list[in
     for rules of that part (one of a later part will read the settled value).
     Every part, and every step inside a cycle, counts towards a time-limit check.
     """
-    inside = bytearray(sum(len(r) for r in by_lhs))  # rules of the cyclic part being run
-    queued = bytearray(len(inside))
-    for part in parts:
+    owner = [-1] * sum(len(r) for r in by_lhs)  # rule -> the cyclic part running it
+    queued = bytearray(len(owner))
+    for number, part in enumerate(parts):
         check_time()
         if len(part) == 1 and part[0] not in reads[part[0]]:
             for k in by_lhs[part[0]]:
@@ -250,19 +250,16 @@ def _settle(parts: list[list[int]], reads: list[list[int]], by_lhs: list[list[in
             continue
         work = [k for nt in part for k in by_lhs[nt]]
         for k in work:
-            inside[k] = queued[k] = 1
-        members = list(work)
+            owner[k], queued[k] = number, 1
         work.reverse()  # (a stack: the first rule is popped first)
         while work:
             k = work.pop()
             queued[k] = 0
             check_time()
             for other in step(k):
-                if inside[other] and not queued[other]:
+                if owner[other] == number and not queued[other]:
                     queued[other] = 1
                     work.append(other)
-        for k in members:
-            inside[k] = 0
 
 
 def _strong_components(reads: list[list[int]]) -> list[list[int]]:
