@@ -47,6 +47,7 @@ class LexerDFA:
         self.accepts: list[tuple[int, ...]] = []  # lexemes that may end in this state
         self.rows: list[tuple[int, ...] | None] = []  # tuples: the GC does not track them
         self.live_bytes: list[int] = []  # bitmask of bytes with a live transition (-1: unknown)
+        self._starts: list[int] = []  # per state, its byte classes' first bytes (0: unknown)
         self._lock = threading.RLock()
         cap = 64
         self.table = np.full((cap, 256), UNKNOWN, dtype=np.int32)
@@ -101,6 +102,7 @@ class LexerDFA:
             self.accepts.append(acc)
             self.accepting[sid] = bool(acc)
             self.rows.append(None)
+            self._starts.append(0)
             self.live_bytes.append(-1)
             self._ids[key] = sid
             return sid
@@ -173,10 +175,15 @@ class LexerDFA:
             return target
 
     def _class_starts(self, sid: int) -> int:
-        """The first byte of each class of bytes that ``sid``'s members all treat alike."""
-        starts = 1
-        for node in self.nodes[sid]:
-            starts |= rx.class_starts(node)
+        """The first byte of each class of bytes that ``sid``'s members all treat alike
+        (kept per state: a state of many members, the keys of a large object, is asked
+        once per byte class it meets)."""
+        starts = self._starts[sid]
+        if not starts:  # (0: not worked out; a real one has bit 0 set)
+            starts = 1
+            for node in self.nodes[sid]:
+                starts |= rx.class_starts(node)
+            self._starts[sid] = starts
         return starts
 
     def _successor(self, sid: int, byte: int) -> int:
