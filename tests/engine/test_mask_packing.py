@@ -97,3 +97,44 @@ def test_ids_for_rows_gives_every_id_of_rows_spelled_by_several():
                    list(range(root.n))):
         expected = [i for r in picked for i in spelled[root.row_bytes(r)]]
         assert root.ids_for_rows(np.array(picked, dtype=np.int32)).tolist() == expected
+
+
+def test_configurations_with_one_mask_share_it(llama):
+    """Inside the string value of ``a`` and of ``b`` the parser configurations differ (the
+    keys still open differ), but no token reaches far enough to tell: the second mask is
+    the first one's object, found by its content. Each is still exactly the mask a fresh
+    compiler computes for that text alone, and the string of ``c``, after which no key
+    may follow, gets a mask of its own (``","`` refused)."""
+    from automask import Grammar
+    from automask.engine.compiled import Compiler
+    from automask.engine.matcher import Matcher
+
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"},
+                                               "c": {"type": "string"}},
+              "additionalProperties": False}
+    texts = ['{"a": "x', '{"a": "1", "b": "x', '{"a": "1", "b": "2", "c": "x']
+    compiled = Compiler(llama).compile(Grammar.from_json_schema(schema))
+    masks, configs = [], []
+    for text in texts:
+        matcher = Matcher(compiled)
+        assert matcher.accept_tokens(llama.encode(text)) == len(llama.encode(text))
+        configs.append(parse_state(matcher))
+        masks.append(compiled.masks.mask(configs[-1]))
+    assert len({c.uid for c in configs}) == 3
+    assert masks[1] is masks[0]
+    assert masks[2] is not masks[0]
+
+    def words(mask: Mask) -> np.ndarray:
+        out = np.zeros((llama.size + 31) // 32, dtype=np.uint32)
+        mask.write(out)
+        return out
+
+    comma = llama.encode('","')
+    assert len(comma) == 1
+    for text, mask in zip(texts, masks, strict=True):
+        alone = Compiler(llama).compile(Grammar.from_json_schema(schema))
+        matcher = Matcher(alone)
+        matcher.accept_tokens(llama.encode(text))
+        assert np.array_equal(words(mask), words(alone.masks.mask(parse_state(matcher))))
+        allowed = np.unpackbits(words(mask).view(np.uint8), bitorder="little")
+        assert allowed[comma[0]] == (not text.endswith('"c": "x'))

@@ -227,7 +227,8 @@ class MaskComputer:
         self.eos_words.setflags(write=False)
         self._root_scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
         self._scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
-        self._masks: BoundedCache = BoundedCache(mask_cache_bytes)
+        self._masks: BoundedCache = BoundedCache(mask_cache_bytes // 4)
+        self._by_content: BoundedCache = BoundedCache(mask_cache_bytes - mask_cache_bytes // 4)
         self._decisions: BoundedCache = BoundedCache(decision_cache_bytes)
         self._lock = threading.RLock()
 
@@ -380,15 +381,25 @@ class MaskComputer:
                 if allowed is not None:
                     crossing_rows.append(child.root_rows[allowed])
         if not crossing_rows:
-            ids = np.zeros(0, dtype=np.int64)
+            rows = _NO_ROWS
         else:  # rows may repeat (several threads, several groups): Mask ORs them
             rows = crossing_rows[0] if len(crossing_rows) == 1 else np.concatenate(crossing_rows)
-            ids = self.root.ids_for_rows(rows)
+        # Configurations the tokens cannot tell apart (the value of one key or the next,
+        # the same place one level deeper) get equal parts: one Mask, found by its
+        # content before packing. The key's ids are safe: the Mask holds those arrays.
+        rows_key = rows.tobytes()
+        content = (config.accepting, *[id(d) for d in dense], rows_key)
+        mask = self._by_content.get(content)
+        if mask is not None:
+            shared: Mask = self._masks.put(config.uid, mask, SHARED_MASK_COST)
+            return shared
+        ids = self.root.ids_for_rows(rows) if len(rows) else np.zeros(0, dtype=np.int64)
         if config.accepting and len(self.eos_ids):
             ids = np.concatenate([ids, self.eos_ids])
         mask = Mask(tuple(dense), ids)
         untrack(mask)  # arrays only: in no cycle (see gc_pause)
-        kept: Mask = self._masks.put(config.uid, mask, mask.nbytes)
+        self._by_content.put(content, mask, mask.nbytes + len(rows_key))
+        kept: Mask = self._masks.put(config.uid, mask, SHARED_MASK_COST)
         return kept
 
     def _decide(self, origin: EarleySet, state: int, child: TokenSet) -> np.ndarray | None:
@@ -437,6 +448,12 @@ class MaskComputer:
 SHARED_ENTRY_COST = 300
 #: what a regex node a shared scan holds costs (the node, its memos, its table entries)
 NODE_COST = 600
+
+
+#: what a configuration's entry costs the mask cache: the Mask is counted where it is kept
+#: by its content (``MaskComputer._by_content``)
+SHARED_MASK_COST = 120
+_NO_ROWS = np.zeros(0, dtype=np.int32)
 
 
 def _kept(items: Any) -> tuple:
