@@ -227,6 +227,8 @@ class MaskComputer:
         self.eos_words.setflags(write=False)
         self._root_scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
         self._scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
+        # A configuration's entry costs SHARED_MASK_COST, its Mask is counted once by content:
+        # a quarter of the budget holds ~17k entries at the default 8 MB.
         self._masks: BoundedCache = BoundedCache(mask_cache_bytes // 4)
         self._by_content: BoundedCache = BoundedCache(mask_cache_bytes - mask_cache_bytes // 4)
         self._decisions: BoundedCache = BoundedCache(decision_cache_bytes)
@@ -387,7 +389,7 @@ class MaskComputer:
         # Configurations the tokens cannot tell apart (the value of one key or the next,
         # the same place one level deeper) get equal parts: one Mask, found by its
         # content before packing. The key's ids are safe: the Mask holds those arrays.
-        rows_key = rows.tobytes()
+        rows_key = rows.astype(np.int32, copy=False).tobytes()  # (one dtype: equal bytes)
         content = (config.accepting, *[id(d) for d in dense], rows_key)
         mask = self._by_content.get(content)
         if mask is not None:
