@@ -55,7 +55,7 @@ class LexerDFA:
         self._start_cache: dict[tuple[int, ...], int] = {}
         self._split: dict[int, tuple[int, ...]] = {}
         self._continues: dict[int, bool] = {}
-        dead = self._intern(())
+        dead = self._intern((), ())
         assert dead == DEAD
         self.rows[DEAD] = (DEAD,) * 256
         self.table[DEAD] = DEAD
@@ -68,12 +68,13 @@ class LexerDFA:
         """The ``(lexeme, regex node)`` pairs of state ``sid``."""
         return zip(self.lexes[sid], self.nodes[sid], strict=True)
 
-    def _intern(self, members: tuple[tuple[int, rx.Node], ...]) -> int:
-        key: tuple[int, ...]
-        if len(members) == 1:  # most states: a flat int key (the GC stops tracking it)
-            key = (members[0][0], members[0][1].uid)
-        else:
-            key = tuple(x for lex, node in members for x in (lex, node.uid))
+    def _intern(self, lexes: tuple[int, ...], nodes: tuple[rx.Node, ...]) -> int:
+        """The state of the members ``zip(lexes, nodes)`` (in that order)."""
+        key: tuple
+        if len(nodes) == 1:  # most states: a flat int key (the GC stops tracking it)
+            key = (lexes[0], nodes[0].uid)
+        else:  # (a pair of tuples: never equal to a one-member key, a pair of ints)
+            key = (lexes, tuple([node.uid for node in nodes]))
         sid = self._ids.get(key)
         if sid is not None:
             return sid
@@ -86,16 +87,10 @@ class LexerDFA:
                 raise LimitExceeded(f"lexer automaton exceeds {self.max_states} states")
             if sid >= len(self.accepting):
                 self._grow()
-            lexes: tuple[int, ...]
-            nodes: tuple[rx.Node, ...]
-            acc: tuple[int, ...]
-            if len(members) == 1:  # (most states: no generators)
-                lex, node = members[0]
-                lexes, nodes, acc = (lex,), (node,), (lex,) if node.nullable else ()
+            if len(nodes) == 1:
+                acc = lexes if nodes[0].nullable else ()
             else:
-                lexes = tuple(lex for lex, _ in members)
-                nodes = tuple(node for _, node in members)
-                acc = tuple(lex for lex, node in members if node.nullable)
+                acc = tuple([lex for lex, node in zip(lexes, nodes, strict=True) if node.nullable])
             self.lexes.append(lexes)
             untrack(nodes)  # regex nodes refer to no lexer: in no cycle (see gc_pause)
             self.nodes.append(nodes)
@@ -104,6 +99,8 @@ class LexerDFA:
             self.rows.append(None)
             self._starts.append(0)
             self.live_bytes.append(-1)
+            if len(nodes) != 1:
+                untrack(key)  # ints only, in two tuples
             self._ids[key] = sid
             return sid
 
@@ -119,21 +116,21 @@ class LexerDFA:
         """The state at the start of any of ``lexeme_ids`` (sorted, distinct)."""
         sid = self._start_cache.get(lexeme_ids)
         if sid is None:
-            sid = self._intern(tuple((lex, self.lexemes[lex]) for lex in lexeme_ids))
+            sid = self._intern(lexeme_ids, tuple([self.lexemes[lex] for lex in lexeme_ids]))
             self._start_cache[lexeme_ids] = sid
         return sid
 
     def single(self, lex: int, node: rx.Node) -> int:
         """The state holding just lexeme ``lex`` at ``node``."""
         sid = self._ids.get((lex, node.uid))  # the key _intern gives it
-        return sid if sid is not None else self._intern(((lex, node),))
+        return sid if sid is not None else self._intern((lex,), (node,))
 
     def split(self, sid: int) -> tuple[int, ...]:
         """The one-lexeme states whose union is ``sid`` (``(sid,)`` when it has one)."""
         found = self._split.get(sid)
         if found is None:
             found = (sid,) if len(self.lexes[sid]) <= 1 else tuple(
-                self._intern((m,)) for m in self.members(sid))
+                self.single(lex, node) for lex, node in self.members(sid))
             self._split[sid] = found
         return found
 
@@ -192,9 +189,17 @@ class LexerDFA:
         if len(nodes) == 1:  # most states: one derivative, no tuple of members
             d = rx.derive(nodes[0], byte)
             return DEAD if d is rx.EMPTY else self.single(self.lexes[sid][0], d)
-        nxt = tuple((lex, d) for lex, node in self.members(sid)
-                    if (d := rx.derive(node, byte)) is not rx.EMPTY)
-        return self._intern(nxt) if nxt else DEAD
+        derive, empty = rx.derive, rx.EMPTY
+        lexes: list[int] = []
+        after: list[rx.Node] = []
+        for lex, node in zip(self.lexes[sid], nodes, strict=True):  # (a key union: many)
+            d = derive(node, byte)
+            if d is not empty:
+                lexes.append(lex)
+                after.append(d)
+        if not after:
+            return DEAD
+        return self._intern(tuple(lexes), tuple(after))
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """``table[states, data]``, computing the transitions not known yet."""
