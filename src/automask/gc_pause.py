@@ -25,6 +25,7 @@ import ctypes
 import gc
 import sys
 import threading
+from collections.abc import Callable
 
 _lock = threading.Lock()
 _depth = 0
@@ -48,8 +49,21 @@ class paused_gc:
         global _depth
         with _lock:
             _depth -= 1
-            if _depth == 0 and _was_enabled:
-                gc.enable()
+            if _depth == 0:
+                for upkeep in _on_resume:
+                    upkeep()
+                if _was_enabled:
+                    gc.enable()
+
+
+_on_resume: list[Callable[[], None]] = []
+
+
+def on_resume(upkeep: Callable[[], None]) -> None:
+    """Run ``upkeep`` whenever the last pause ends: untracking that may wait while the
+    collector is off (a table that each insert tracks again, untracked once instead of
+    once per insert)."""
+    _on_resume.append(upkeep)
 
 
 def _untrack_function():

@@ -88,6 +88,18 @@ def test_regex_nodes_are_out_of_the_collectors_sight():
     assert rx.derive(rx.derive(node, ord('"')), ord("k")) is node.b.b
 
 
+def test_node_tables_are_untracked_when_a_pause_ends():
+    from automask.regex import nodes as rx
+
+    gc.enable()
+    with paused_gc():  # nodes made inside leave the tables tracked until the pause ends
+        made = [rx.literal(f"fresh-{i}".encode()) for i in range(3)]
+    assert not gc.is_tracked(rx._intern) and not gc.is_tracked(rx._by_uid)
+    made.append(rx.literal(b"made with the collector on"))
+    assert not gc.is_tracked(rx._intern) and not gc.is_tracked(rx._by_uid)
+    assert rx.derive(made[0], ord("f")) is made[0].b
+
+
 def test_untracked_objects_keep_what_they_hold_alive():
     from automask.gc_pause import untrack
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import collections
 import functools
+import gc
 import itertools
 import threading
 import weakref
@@ -40,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from automask.budget import check_time
-from automask.gc_pause import untrack
+from automask.gc_pause import on_resume, untrack
 
 FULL_BITS = (1 << 256) - 1
 
@@ -109,15 +110,24 @@ class _Ref(weakref.ref):
 # reach. Nodes refer only to older nodes (their parts), and memos that name other
 # nodes (derivatives, clamps) hold uids, looked up in _by_uid, so reference counting
 # alone frees them: no cycle, and the collector is kept from walking them (each node,
-# its members' tuple, its reference and its key are untracked, and so are the tables;
-# a memo of ints stays untracked by itself).
+# its reference and its members' tuple are untracked, and so are the tables, after an
+# insert or when a collector pause ends; keys and memos, of ints, the collector
+# untracks by itself).
 # Uids come from a counter and are never reused, so a uid-keyed cache entry of a freed
 # node is never met by another node: a node made again under the same key is a new
 # node, with a new uid and empty memos.
 _intern: dict[tuple, _Ref] = {}  # key -> the live node's reference
 _by_uid: dict[int, _Ref] = {}  # uid -> the live node's reference
-untrack(_intern)
-untrack(_by_uid)
+
+
+def _untrack_tables() -> None:
+    """Untrack the node tables, which an insert of a (weak) reference tracks again."""
+    untrack(_intern)
+    untrack(_by_uid)
+
+
+_untrack_tables()
+on_resume(_untrack_tables)
 _lock = threading.Lock()
 _uids = itertools.count()
 #: How many of the most recently made nodes are held whatever else holds them. Work
@@ -241,12 +251,11 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
         untrack(ref)
         untrack(node)
         if items:
-            untrack(items)
-        untrack(key)
+            untrack(items)  # (its key, a tuple of ints, the collector untracks by itself)
         _intern[key] = ref
         _by_uid[uid] = ref
-        untrack(_intern)  # (an insert of a reference tracks a dict again)
-        untrack(_by_uid)
+        if gc.isenabled():  # else when the pause ends (_untrack_tables)
+            _untrack_tables()
         _recent.append(node)  # (the oldest one is let go)
         return node
 
