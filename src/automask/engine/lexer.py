@@ -189,17 +189,8 @@ class LexerDFA:
         if len(nodes) == 1:  # most states: one derivative, no tuple of members
             d = rx.derive(nodes[0], byte)
             return DEAD if d is rx.EMPTY else self.single(self.lexes[sid][0], d)
-        derive, empty = rx.derive, rx.EMPTY
-        lexes: list[int] = []
-        after: list[rx.Node] = []
-        for lex, node in zip(self.lexes[sid], nodes, strict=True):  # (a key union: many)
-            d = derive(node, byte)
-            if d is not empty:
-                lexes.append(lex)
-                after.append(d)
-        if not after:
-            return DEAD
-        return self._intern(tuple(lexes), tuple(after))
+        lexes, after = rx.live_derivatives(self.lexes[sid], nodes, byte)
+        return self._intern(tuple(lexes), tuple(after)) if after else DEAD
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """``table[states, data]``, computing the transitions not known yet."""

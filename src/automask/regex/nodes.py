@@ -37,7 +37,7 @@ import itertools
 import threading
 import weakref
 from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]  # (not in typeshed)
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from automask.budget import check_time
@@ -887,6 +887,30 @@ def derive(node: Node, byte: int) -> Node:
     if node._incl is not None and d is not EMPTY:
         _carry_inclusions(node, byte, d)
     return d
+
+
+def live_derivatives(tags: Sequence[int], nodes: Sequence[Node], byte: int
+                     ) -> tuple[list[int], list[Node]]:
+    """The derivatives by ``byte`` of ``nodes`` that are not empty, each with its tag
+    (the members of a union, a lexer state of many keys, at once). A member that is a
+    byte set then a plain rest, a key's next letter, is read off without a call: it is
+    what :func:`derive` gives (the rest or nothing; a plain node needs no liveness
+    check), and such members are most of a many-key state's."""
+    kept_tags: list[int] = []
+    kept: list[Node] = []
+    for tag, node in zip(tags, nodes, strict=True):
+        if node.kind == K_CONCAT:
+            a, rest = node.a, node.b
+            if a.kind == K_BYTES and rest.plain:
+                if a.bits >> byte & 1:
+                    kept_tags.append(tag)
+                    kept.append(rest)
+                continue
+        d = derive(node, byte)
+        if d is not EMPTY:
+            kept_tags.append(tag)
+            kept.append(d)
+    return kept_tags, kept
 
 
 def _carry_inclusions(node: Node, byte: int, d: Node) -> None:
