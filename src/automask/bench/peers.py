@@ -174,15 +174,9 @@ def grammar_of(spec: GrammarSpec, schema_options: dict[str, Any]) -> Any:
     """``spec`` as an automask Grammar (a module function: a MatcherPool's workers call it)."""
     from automask.grammar.ir import Grammar
 
-    if spec.kind == "gbnf":
-        return Grammar.from_gbnf(spec.text)
-    if spec.kind == "lark":
-        return Grammar.from_lark(spec.text)
-    if spec.kind == "regex":
-        return Grammar.from_regex(spec.text)
     if spec.kind == "json":
-        return Grammar.from_json_schema(json.loads(spec.text), **schema_options)
-    raise ValueError(f"unknown grammar kind {spec.kind!r}")
+        return Grammar.of("json_schema", json.loads(spec.text), **schema_options)
+    return Grammar.of(spec.kind, spec.text)
 
 
 class LLGuidanceEngine(Engine):

@@ -68,14 +68,8 @@ class CompileProblem(Exception):
 def grammar_of(c: Constraint) -> Grammar:
     """The grammar of a constraint (raises the front ends' typed errors)."""
     if c.kind == "schema":
-        return Grammar.from_json_schema(c.text, whitespace=c.whitespace)
-    if c.kind == "regex":
-        return Grammar.from_regex(c.text)
-    if c.kind == "gbnf":
-        return Grammar.from_gbnf(c.text)
-    if c.kind == "lark":
-        return Grammar.from_lark(c.text)
-    return Grammar.from_choices(c.choices)
+        return Grammar.of("json_schema", c.text, whitespace=c.whitespace)
+    return Grammar.of(c.kind, c.choices if c.kind == "choices" else c.text)
 
 
 def compile_constraint(c: Constraint, vocab: Any) -> tuple[CompiledGrammar, Any]:

@@ -234,6 +234,22 @@ class Grammar:
             raise TypeError("from_pydantic takes a pydantic v2 model class")
         return cls.from_json_schema(schema_of(), **options)
 
+    @classmethod
+    def of(cls, kind: str, source: Any, **options: Any) -> Grammar:
+        """The grammar of ``source`` read by the front end named ``kind``, one of
+        :data:`SOURCE_KINDS` (``json_schema``: a schema as data or JSON text;
+        ``choices``: a list of strings; the others: their text); ``options`` go to
+        that front end (``whitespace``, ``strict``, ... for a schema). For callers
+        that hold the kind as data: a request, a benchmark record, a form."""
+        builders: dict[str, Callable[..., Grammar]] = {
+            "json_schema": cls.from_json_schema, "regex": cls.from_regex,
+            "gbnf": cls.from_gbnf, "lark": cls.from_lark, "choices": cls.from_choices}
+        build = builders.get(kind)
+        if build is None:
+            raise ValueError(f"unknown grammar kind {kind!r} (one of "
+                             f"{', '.join(SOURCE_KINDS)})")
+        return build(source, **options)
+
     @property
     def rules(self) -> dict[str, list[tuple[Symbol, ...]]]:
         out: dict[str, list[tuple[Symbol, ...]]] = {}
@@ -260,6 +276,10 @@ class Grammar:
 #: :mod:`automask.schema` register theirs (each imported on its first use), and the
 #: package ``automask`` imports both, which always runs before this module can be used.
 _FRONT_ENDS: dict[str, Callable[..., Grammar]] = {}
+
+
+#: the front ends :meth:`Grammar.of` reads a source with, by name
+SOURCE_KINDS = ("json_schema", "regex", "gbnf", "lark", "choices")
 
 
 def register_front_end(name: str, build: Callable[..., Grammar]) -> None:

@@ -231,17 +231,9 @@ def build_grammar(spec: ConstraintSpec) -> Grammar:
     """The grammar of a spec (raises the engine's typed errors)."""
     opts = spec.options
     if spec.kind == "json_schema":
-        grammar = Grammar.from_json_schema(spec.value, whitespace=opts.get("whitespace",
-                                                                           "flexible"),
-                                           strict=opts.get("strict", False))
-    elif spec.kind == "regex":
-        grammar = Grammar.from_regex(spec.value)
-    elif spec.kind == "choice":
-        grammar = Grammar.from_choices(spec.value)
-    elif spec.kind == "gbnf":
-        grammar = Grammar.from_gbnf(spec.value)
-    elif spec.kind == "lark":
-        grammar = Grammar.from_lark(spec.value)
+        grammar = Grammar.of("json_schema", spec.value,
+                             whitespace=opts.get("whitespace", "flexible"),
+                             strict=opts.get("strict", False))
     elif spec.kind == "tools":
         call = Grammar.from_json_schema(call_schema(spec.value), whitespace=opts["whitespace"],
                                         strict=opts["strict"])
@@ -249,8 +241,8 @@ def build_grammar(spec: ConstraintSpec) -> Grammar:
         grammar = Grammar.from_tags([Tag(TOOL_BEGIN, call, TOOL_END)], triggers=[TOOL_TRIGGER],
                                     free_text=not calls_only, min_segments=int(calls_only),
                                     max_segments=None if opts["parallel"] else 1)
-    else:
-        raise ValueError(f"unknown constraint kind {spec.kind!r}")
+    else:  # (the request's "choice" is the front end's "choices")
+        grammar = Grammar.of("choices" if spec.kind == "choice" else spec.kind, spec.value)
     reasoning = opts.get("reasoning")
     if reasoning is not None:
         grammar = Grammar.after_reasoning(grammar, begin=reasoning[0], end=reasoning[1])
