@@ -52,6 +52,10 @@ class BoundedCache(dict):
     caches, where a lookup must cost no more than a dict's); :meth:`recent`
     also marks the entry as just used, for a cache whose few hot entries
     must outlive a stream of one-off ones (least recently used first out).
+
+    Safe to share between threads (the compiler's shared scans are: grammars are
+    compiled and masked from several): what changes the entries, and an eviction's
+    walk over them, holds the cache's lock; a ``get`` is one dict read, atomic.
     """
 
     def __init__(self, budget: int):
@@ -61,10 +65,15 @@ class BoundedCache(dict):
         self.evicted = 0  # entries dropped to stay within the budget
         self._costs: dict = {}
         self._anchors: dict = {}  # key -> what the entry holds alive beside its value
+        self._lock = threading.Lock()
 
     def put(self, key: Any, value: Any, cost: int, anchor: object = None) -> Any:
         """Keep ``value`` under ``key``; ``anchor``: an object held as long as the entry is
         (a regex node whose uid is in the key: interning is weak, see automask.regex.nodes)."""
+        with self._lock:
+            return self._put(key, value, cost, anchor)
+
+    def _put(self, key: Any, value: Any, cost: int, anchor: object) -> Any:
         if key in self:
             self.used -= self._costs.pop(key, 0)
             self._anchors.pop(key, None)
@@ -117,19 +126,23 @@ class BoundedCache(dict):
 
     def clear_all(self) -> None:
         """Drop every entry and reset the counts."""
-        self.clear()
-        self._costs.clear()
-        self._anchors.clear()
-        self.used = self.evicted = 0
+        with self._lock:
+            self.clear()
+            self._costs.clear()
+            self._anchors.clear()
+            self.used = self.evicted = 0
 
     def recent(self, key: Any) -> Any:
         """``get``, moving a hit to the back of the eviction order."""
-        value = self.pop(key, None)
-        if value is not None:
-            self[key] = value
-            if is_tracked(self):
-                untrack(self)  # (see put)
-        return value
+        if key not in self:  # (a miss takes no lock)
+            return None
+        with self._lock:
+            value = self.pop(key, None)
+            if value is not None:
+                self[key] = value
+                if is_tracked(self):
+                    untrack(self)  # (see put)
+            return value
 
 
 class Mask:
