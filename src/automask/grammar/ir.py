@@ -241,13 +241,11 @@ class Grammar:
         ``choices``: a list of strings; the others: their text); ``options`` go to
         that front end (``whitespace``, ``strict``, ... for a schema). For callers
         that hold the kind as data: a request, a benchmark record, a form."""
-        builders: dict[str, Callable[..., Grammar]] = {
-            "json_schema": cls.from_json_schema, "regex": cls.from_regex,
-            "gbnf": cls.from_gbnf, "lark": cls.from_lark, "choices": cls.from_choices}
-        build = builders.get(kind)
-        if build is None:
+        constructor = _SOURCE_CONSTRUCTORS.get(kind)
+        if constructor is None:
             raise ValueError(f"unknown grammar kind {kind!r} (one of "
                              f"{', '.join(SOURCE_KINDS)})")
+        build: Callable[..., Grammar] = getattr(cls, constructor)
         return build(source, **options)
 
     @property
@@ -278,8 +276,10 @@ class Grammar:
 _FRONT_ENDS: dict[str, Callable[..., Grammar]] = {}
 
 
-#: the front ends :meth:`Grammar.of` reads a source with, by name
-SOURCE_KINDS = ("json_schema", "regex", "gbnf", "lark", "choices")
+#: the front ends :meth:`Grammar.of` reads a source with: name -> constructor
+_SOURCE_CONSTRUCTORS = {"json_schema": "from_json_schema", "regex": "from_regex",
+                        "gbnf": "from_gbnf", "lark": "from_lark", "choices": "from_choices"}
+SOURCE_KINDS = tuple(_SOURCE_CONSTRUCTORS)
 
 
 def register_front_end(name: str, build: Callable[..., Grammar]) -> None:

@@ -120,24 +120,22 @@ _intern: dict[tuple, _Ref] = {}  # key -> the live node's reference
 _by_uid: dict[int, _Ref] = {}  # uid -> the live node's reference
 
 
-_tables_tracked = False  # a node was made during a pause: the tables may be tracked again
+_tables_tracked = True  # an insert (of a weak reference) may have tracked the tables again
 
 
 def _untrack_tables() -> None:
-    """Untrack the node tables, which an insert of a (weak) reference tracks again."""
+    """Untrack the node tables if an insert has tracked them again since the last time:
+    after each insert with the collector on, else once when the pause ends (most pauses,
+    a cached mask's, make no node)."""
     global _tables_tracked
-    _tables_tracked = False
-    untrack(_intern)
-    untrack(_by_uid)
-
-
-def _untrack_tables_after_pause() -> None:
-    if _tables_tracked:  # (most pauses, a cached mask's, make no node)
-        _untrack_tables()
+    if _tables_tracked:
+        _tables_tracked = False
+        untrack(_intern)
+        untrack(_by_uid)
 
 
 _untrack_tables()
-on_resume(_untrack_tables_after_pause)
+on_resume(_untrack_tables)
 _lock = threading.Lock()
 _uids = itertools.count()
 #: How many of the most recently made nodes are held whatever else holds them. Work
@@ -264,11 +262,10 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
             untrack(items)  # (its key, a tuple of ints, the collector untracks by itself)
         _intern[key] = ref
         _by_uid[uid] = ref
-        if gc.isenabled():
+        global _tables_tracked
+        _tables_tracked = True
+        if gc.isenabled():  # (else when the pause ends)
             _untrack_tables()
-        else:  # when the pause ends
-            global _tables_tracked
-            _tables_tracked = True
         _recent.append(node)  # (the oldest one is let go)
         return node
 
