@@ -8,39 +8,26 @@ eviction of the same key ``KeyError``), and the bound and the cost count hold.""
 from __future__ import annotations
 
 import random
-import sys
-import threading
+
+from support.threads import run_in_threads
 
 from automask.engine.masks import BoundedCache
 
 
 def test_threads_share_one_bounded_cache() -> None:
     cache = BoundedCache(4_000)
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
         rng = random.Random(seed)
-        try:
-            for i in range(20_000):
-                key = (seed, i % 500)
-                if rng.random() < 0.3:
-                    cache.recent(key)
-                else:
-                    cache.put(key, i, rng.randrange(1, 60))
-                cache.get((rng.randrange(4), rng.randrange(500)))
-        except BaseException as e:  # noqa: BLE001 - any error in a thread fails the test
-            errors.append(e)
+        for i in range(20_000):
+            key = (seed, i % 500)
+            if rng.random() < 0.3:
+                cache.recent(key)
+            else:
+                cache.put(key, i, rng.randrange(1, 60))
+            cache.get((rng.randrange(4), rng.randrange(500)))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
-    try:
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    errors = run_in_threads(work, 4, switch_every=1e-6)  # switch as often as possible
     assert not errors, errors[:3]
     assert cache.used <= cache.budget
     assert cache.used == sum(cache._costs[k] for k in cache)

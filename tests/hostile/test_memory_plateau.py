@@ -19,6 +19,7 @@ import sys
 import threading
 
 import pytest
+from support.threads import run_in_threads
 
 from automask.bench import memory_bench
 from automask.regex import nodes as rx
@@ -138,30 +139,22 @@ def test_nodes_built_and_dropped_by_threads_stay_interned():
     """8 threads build, derive and drop the same family of nodes while others free them:
     whatever any thread holds is the one node of its key (identity), and derivatives agree."""
     rx.keep_recent(0)
-    errors: list[BaseException] = []
     start = threading.Barrier(8)
 
     def work(t: int) -> None:
-        try:
-            start.wait()
-            for i in range(300):
-                word = f"w{i % 37}-{(i * 7 + t) % 11}".encode()
-                a = rx.concat(rx.literal(word), rx.star(rx.byte_range(0x61, 0x7A)))
-                b = rx.concat(rx.literal(word), rx.star(rx.byte_range(0x61, 0x7A)))
-                assert a is b
-                d = rx.derive(a, word[0])
-                assert d is rx.derive(b, word[0])
-                assert rx.matches(a, word + b"abc") and not rx.matches(a, word + b"1")
-                assert rx.derive(d, word[1]) is rx.derive(rx.derive(a, word[0]), word[1])
-        except BaseException as e:  # (reported below)
-            errors.append(e)
+        start.wait()
+        for i in range(300):
+            word = f"w{i % 37}-{(i * 7 + t) % 11}".encode()
+            a = rx.concat(rx.literal(word), rx.star(rx.byte_range(0x61, 0x7A)))
+            b = rx.concat(rx.literal(word), rx.star(rx.byte_range(0x61, 0x7A)))
+            assert a is b
+            d = rx.derive(a, word[0])
+            assert d is rx.derive(b, word[0])
+            assert rx.matches(a, word + b"abc") and not rx.matches(a, word + b"1")
+            assert rx.derive(d, word[1]) is rx.derive(rx.derive(a, word[0]), word[1])
 
     try:
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        errors = run_in_threads(work, 8)
     finally:
         rx.keep_recent(rx.RECENT_NODES)
     assert not errors, errors[0]

@@ -10,6 +10,8 @@
 * :mod:`support.shortcuts`: the engine's scan shortcuts watched or forced, by name (the
   one place that monkeypatches the engine's private methods, to spy on them).
 * :mod:`support.models`: why the default model cannot run here (the skip reason), or None.
+* :mod:`support.threads`: one piece of work run in several threads at once, with what
+  they raised.
 * :mod:`support.paths`: the repository root and the shared data folder beside it (found
   from this package, so a test file may sit at any depth).
 
