@@ -1,6 +1,6 @@
-"""If-chains over one key (``if: {properties: {t: {const: …}}}``), split by that key's
-case rather than distributed ``if`` by ``if``: against ``jsonschema``, and never
-narrower than the distribution on the same instances."""
+"""If-chains over one key (``if: {properties: {t: {const: …}}}``, a ``type`` beside the
+``const`` or not), split by that key's case rather than distributed ``if`` by ``if``:
+against ``jsonschema``, and never narrower than the distribution on the same instances."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ LEAVES = [{"required": ["x"]}, {"properties": {"x": {"type": "integer"}}},
 def random_if(r: random.Random) -> dict:
     test: dict = {"const": r.choice(TAGS)} if r.random() < 0.6 else {
         "enum": r.sample(TAGS, r.randint(1, 2))}
+    if r.random() < 0.3:  # the value's type beside it: the test holds of those of that type
+        test["type"] = r.choice(["string", "integer", "number", ["string", "null"], "boolean"])
     branch: dict = {"if": {"properties": {"t": test}}}
     if r.random() < 0.4:
         branch["if"]["required"] = ["t"]

@@ -11,7 +11,15 @@ from automask.errors import GrammarError
 from automask.schema.complement import expanded
 from automask.schema.normalize import shape
 from automask.schema.shapes import ObjectPart, Shape, embed_at, written
-from automask.schema.subschema import ANNOTATIONS, TYPES, Subschema, escape, json_key, pointer
+from automask.schema.subschema import (
+    ANNOTATIONS,
+    TYPES,
+    Subschema,
+    escape,
+    json_key,
+    json_type,
+    pointer,
+)
 
 CONDITIONALS = frozenset({"if", "dependentRequired", "dependentSchemas", "dependencies"})
 
@@ -66,7 +74,8 @@ def conditionals(m: Subschema, tracks: bool) -> list[Subschema]:
 
 class TagTest:
     """An ``if`` that only tests one key's value: ``{"properties": {K: {"const": v}}}``
-    (or ``enum``), with at most ``required: [K]`` and ``type: object`` beside it."""
+    (or ``enum``, with the value's ``type`` beside it or not), with at most
+    ``required: [K]`` and ``type: object`` beside it."""
 
     def __init__(self, key: str, values: list, requires: bool, object_only: bool):
         self.key = key
@@ -82,12 +91,18 @@ class TagTest:
         if type(props) is not dict or len(props) != 1:
             return None
         ((key, test),) = props.items()
-        if type(test) is not dict or len(set(test) - ANNOTATIONS) != 1:
+        if type(test) is not dict or len(set(test) - ANNOTATIONS - {"type"}) != 1:
             return None
         values = [test["const"]] if "const" in test else test.get("enum")
         if type(values) is not list or not values or any(
                 isinstance(v, (dict, list)) for v in values):
             return None
+        if "type" in test:  # the test holds of the values of that type (one per name)
+            kinds = test["type"] if type(test["type"]) is list else [test["type"]]
+            values = [v for v in values if json_type(v) in kinds or (
+                json_type(v) == "integer" and "number" in kinds)]
+            if not values or not all(type(k) is str for k in kinds):
+                return None
         required = schema.get("required", [])
         kind = schema.get("type", "object")
         if required not in ([], [key]) or kind not in ("object", ["object"]):
