@@ -499,7 +499,13 @@ class Conjunctions:
             kws.discard("type")
             return frozenset(t for t in negated_types_of(n) if kws <= INERT_FOR[t])
         if kws <= {"enum", "const"}:
-            if any(isinstance(v, (dict, list)) for v in view.not_excludes):
+            gone = view.not_excludes
+            if any(isinstance(v, (dict, list)) for v in gone):
                 self.report.unsupported("'not' of object or array values", m, "not")
-            return NO_TYPES  # enforced per type: see excluded_values()
+            # enforced per type (see excluded_values()), but a type whose every value is
+            # excluded is gone whole: null, or both booleans
+            whole = {"null"} if any(v is None for v in gone) else set()
+            if any(v is True for v in gone) and any(v is False for v in gone):
+                whole.add("boolean")
+            return frozenset(whole)
         return NO_TYPES  # other forms are distributed by conj()

@@ -80,6 +80,20 @@ def key_rules(members: list[Subschema]) -> KeyRules:
     return KeyRules(frozenset(required), tuple(closed), frozenset(forbidden))
 
 
+def negated_property(n) -> tuple[str, object] | None:
+    """``(K, S)`` where ``n``, the operand of a ``not``, is ``{"properties": {K: S}}`` and
+    nothing else: the ``not`` holds exactly of the objects that have K with a value S
+    fails of (an if-chain's "this key is set": ``not: {properties: {K: {const: null}}}``).
+    """
+    if not isinstance(n, (dict, Shape)) or keywords_of(n) - ANNOTATIONS != {"properties"}:
+        return None
+    props = n.object.properties if type(n) is Shape else n["properties"]
+    if type(props) is not dict or len(props) != 1:
+        return None
+    ((name, operand),) = props.items()
+    return name, operand
+
+
 def sigs_disjoint(a, b) -> bool:
     ta, pa, va, ka = a
     tb, pb, vb, kb = b
@@ -337,7 +351,18 @@ class OneOf:
                                                  m.base)], depth + 1)
                     if sig != ("never",):
                         props.setdefault(k, []).append(sig)
-        found = m.memo[key] = (types_of([m], types) - self.conj.negated_types(m), values,
-                               props, key_rules([m]))
+        types = types_of([m], types) - self.conj.negated_types(m)
+        rules = key_rules([m])
+        negated = negated_property(view.not_) if "not" in view.keywords else None
+        if negated is not None:  # an object that has the key, with a value failing its schema
+            name, operand = negated
+            types &= OBJECT_ONLY
+            rules = rules._replace(required=rules.required | {name})
+            if depth == 0 and isinstance(operand, (dict, Shape)):
+                sig = self.signed([Subschema(f"{m.uri}/not/properties/{escape(name)}/~!",
+                                             written(not_=operand), m.base)], depth + 1)
+                if sig != ("never",):
+                    props.setdefault(name, []).append(sig)
+        found = m.memo[key] = (types, values, props, rules)
         return found
 
