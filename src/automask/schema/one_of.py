@@ -87,7 +87,7 @@ def negated_property(n) -> tuple[str, object] | None:
     """
     if not isinstance(n, (dict, Shape)) or keywords_of(n) - ANNOTATIONS != {"properties"}:
         return None
-    props = n.object.properties if type(n) is Shape else n["properties"]
+    props = n.object.properties if isinstance(n, Shape) else n["properties"]
     if type(props) is not dict or len(props) != 1:
         return None
     ((name, operand),) = props.items()
