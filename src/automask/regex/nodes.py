@@ -719,19 +719,37 @@ def is_live(node: Node) -> bool:
         return found
     # Depth first, one derivative at a time (ASCII classes first: text ends
     # sooner through them), so a live node usually costs a path, not a tree.
+    # A node left with every derivative dead is dead, known at once: a later
+    # search (the next byte's derivative, most often) stops there rather than
+    # exploring it again. One whose derivatives reach a node still open on the
+    # stack (a cycle) is decided only with that node: ``undecided`` carries
+    # that up. (A byte-wise product of number automata: 114k states searched
+    # for 990 lexer transitions, most of them the same dead states again.)
     seen = {node.uid: node}
     stack = [(node, iter(_search_order(node)))]
+    undecided = [False]  # per stack entry: a derivative was open, not known dead
     found = False
     while stack:
         n, runs = stack[-1]
         lo = next(runs, None)
         if lo is None:
             stack.pop()
+            if undecided.pop():
+                if undecided:
+                    undecided[-1] = True
+            else:
+                n._live = False
             continue
         d = _raw_derive(n, lo)
-        if d is EMPTY or d.uid in seen:
+        if d is EMPTY:
             continue
-        if d.nullable or d.plain or d._live:
+        known = d._live
+        if known is False:
+            continue
+        if d.uid in seen:
+            undecided[-1] = True
+            continue
+        if d.nullable or d.plain or known:
             found = True
             break
         if len(seen) >= MAX_LIVENESS_STATES:
@@ -742,6 +760,7 @@ def is_live(node: Node) -> bool:
                 f"{MAX_LIVENESS_STATES} states")
         seen[d.uid] = d
         stack.append((d, iter(_search_order(d))))
+        undecided.append(False)
         if not len(seen) & 63:
             check_time()
     if found:  # every node on the path down to the live one is live as well
