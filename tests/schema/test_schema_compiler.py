@@ -864,6 +864,28 @@ def test_a_required_key_of_different_types_makes_branches_disjoint(tiny_bpe_voca
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+def typed_with_and_without(monkeypatch, schema, target, name: str, value):
+    """The grammar of ``schema``, the conjunctions compiled for it (``typed`` calls), and
+    the number compiled with ``target.name`` replaced by ``value`` (a pruning off)."""
+    from automask.schema import conjunctions
+
+    typed = []
+    real_typed = conjunctions.Conjunctions.typed
+
+    def counted(self, members):
+        typed.append(1)
+        return real_typed(self, members)
+
+    monkeypatch.setattr(conjunctions.Conjunctions, "typed", counted)
+    grammar = Grammar.from_json_schema(schema)
+    pruned = len(typed)
+    typed.clear()
+    with monkeypatch.context() as m:
+        m.setattr(target, name, value)
+        Grammar.from_json_schema(schema)
+    return grammar, pruned, len(typed)
+
+
 def test_an_if_chain_over_a_required_tag_is_not_a_case_per_subset(tiny_bpe_vocab,
                                                                   monkeypatch):
     """``if``/``then`` is distributed as the choice (if and then) or (not if); with six
@@ -879,21 +901,9 @@ def test_an_if_chain_over_a_required_tag_is_not_a_case_per_subset(tiny_bpe_vocab
     schema = {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": tags}},
               "allOf": [{"if": {"properties": {"kind": {"const": t}}},
                          "then": {"required": [f"x{i}"]}} for i, t in enumerate(tags)]}
-    typed = []
-    real_typed = conjunctions.Conjunctions.typed
-
-    def counted(self, members):
-        typed.append(1)
-        return real_typed(self, members)
-
-    monkeypatch.setattr(conjunctions.Conjunctions, "typed", counted)
-    grammar = Grammar.from_json_schema(schema)
-    pruned = len(typed)
-    typed.clear()
-    with monkeypatch.context() as m:
-        m.setattr(one_of.OneOf, "consistent", lambda self, branches, members: branches)
-        Grammar.from_json_schema(schema)
-    assert pruned * 4 < len(typed), (pruned, len(typed))  # (14 against 128 when written)
+    grammar, pruned, unpruned = typed_with_and_without(
+        monkeypatch, schema, one_of.OneOf, "consistent", lambda self, branches, members: branches)
+    assert pruned * 4 < unpruned, (pruned, unpruned)  # (14 against 128 when written)
     compiled = automask.compile(grammar, tiny_bpe_vocab)
     ref = reference_validator(schema)
     for text in ('{"kind": "t3", "x3": 1}', '{"kind": "t3"}', '{"kind": "t5", "x5": null}',
@@ -908,28 +918,16 @@ def test_ifs_that_a_key_is_set_are_not_a_case_per_subset(tiny_bpe_vocab, monkeyp
     conjunctions) until a signature said what the ``not`` does: an object with K, whose
     value is not null. Then "K is set" and another ``then``'s "K is null" are disjoint,
     and the branch is dropped as it is made. The language is the reference's."""
-    from automask.schema import conjunctions, one_of
+    from automask.schema import one_of
 
     keys = [f"k{i}" for i in range(6)]
     schema = {"type": "object", "properties": {k: {"type": ["string", "null"]} for k in keys},
               "allOf": [{"if": {"not": {"properties": {k: {"const": None}}}},
                          "then": {"properties": {o: {"const": None} for o in keys if o != k}}}
                         for k in keys]}
-    typed = []
-    real_typed = conjunctions.Conjunctions.typed
-
-    def counted(self, members):
-        typed.append(1)
-        return real_typed(self, members)
-
-    monkeypatch.setattr(conjunctions.Conjunctions, "typed", counted)
-    grammar = Grammar.from_json_schema(schema)
-    pruned = len(typed)
-    typed.clear()
-    with monkeypatch.context() as m:
-        m.setattr(one_of, "negated_property", lambda n: None)
-        Grammar.from_json_schema(schema)
-    assert pruned * 4 < len(typed), (pruned, len(typed))  # (49 against 448 when written)
+    grammar, pruned, unpruned = typed_with_and_without(
+        monkeypatch, schema, one_of, "negated_property", lambda n: None)
+    assert pruned * 4 < unpruned, (pruned, unpruned)  # (49 against 448 when written)
     compiled = automask.compile(grammar, tiny_bpe_vocab)
     ref = reference_validator(schema)
     for text in ('{}', '{"k0": "a"}', '{"k0": "a", "k1": null}', '{"k0": "a", "k1": "b"}',
