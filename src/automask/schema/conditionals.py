@@ -19,6 +19,7 @@ from automask.schema.subschema import (
     json_key,
     json_type,
     pointer,
+    type_set,
 )
 
 CONDITIONALS = frozenset({"if", "dependentRequired", "dependentSchemas", "dependencies"})
@@ -97,11 +98,10 @@ class TagTest:
         if type(values) is not list or not values or any(
                 isinstance(v, (dict, list)) for v in values):
             return None
-        if "type" in test:  # the test holds of the values of that type (one per name)
-            kinds = test["type"] if type(test["type"]) is list else [test["type"]]
-            values = [v for v in values if json_type(v) in kinds or (
-                json_type(v) == "integer" and "number" in kinds)]
-            if not values or not all(type(k) is str for k in kinds):
+        if "type" in test:  # the test holds of the values of that type
+            kinds = type_set(test["type"])  # (None: malformed)
+            values = [v for v in values if kinds is not None and json_type(v) in kinds]
+            if not values:
                 return None
         required = schema.get("required", [])
         kind = schema.get("type", "object")
