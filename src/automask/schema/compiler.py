@@ -79,7 +79,16 @@ def _compile_schema(schema, options: dict) -> Grammar:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20_000))
     try:
-        return SchemaCompiler(schema, Options(**options)).run()
+        compiler = SchemaCompiler(schema, Options(**options))
+        try:
+            return compiler.run()
+        except EmptyLanguage:
+            same = compiler.conj.same
+            if same is None or not same.shared:
+                raise
+            # Blamed anew with each position compiled apart: a rule shared by equal
+            # subschemas would name the first of them, maybe not the one that is required.
+            return SchemaCompiler(schema, Options(**options), share_equal=False).run()
     except RecursionError:
         raise LimitExceeded("schema is nested too deeply to compile", "#") from None
     except LimitExceeded as e:
@@ -94,7 +103,7 @@ def _compile_schema(schema, options: dict) -> Grammar:
 class SchemaCompiler:
     """One compile: the document's references, the conjunction builder, and the driver."""
 
-    def __init__(self, schema, options: Options):
+    def __init__(self, schema, options: Options, *, share_equal: bool = True):
         self.options = options
         self.rules: dict[str, Expr] = {}
         self.json = JsonPieces(Layout.make(options.whitespace, options.max_whitespace),
@@ -103,7 +112,7 @@ class SchemaCompiler:
         self.refs = refs = References(schema, self.root_base)
         check_document(schema, self.root_base)
         self.conj = Conjunctions(options, self.json, refs, mentions_unevaluated(schema),
-                                 self.root_base)
+                                 self.root_base, share_equal=share_equal)
         root_base = refs.base_of.get(id(schema), self.root_base)
         self.root = Subschema(refs.scoped_uri(self.root_base + "#", refs.enter(0, root_base)),
                               schema, self.root_base)

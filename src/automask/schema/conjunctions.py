@@ -34,6 +34,7 @@ from automask.schema.objects import Objects
 from automask.schema.one_of import INERT_FOR, OneOf
 from automask.schema.one_of_objects import OneOfObjects
 from automask.schema.refs import References, changes_base, scope_of
+from automask.schema.same_content import SameContent
 from automask.schema.shapes import Shape, keywords_of, negated
 from automask.schema.strings import Strings
 from automask.schema.subschema import (
@@ -100,7 +101,7 @@ class Conjunctions:
     """Builds (and memoizes) the rule of each conjunction, through the keyword families."""
 
     def __init__(self, options: Options, json: JsonPieces, refs: References, tracks: bool,
-                 root_base: str):
+                 root_base: str, *, share_equal: bool = True):
         self.options = options
         self.rules = json.rules
         self.json = json
@@ -130,6 +131,10 @@ class Conjunctions:
         self._here: set[tuple[str, ...]] = set()
         self._assumed: list[set[tuple[str, ...]]] = []
         self._scoped: dict[tuple[str, ...], list[tuple[frozenset, str]]] = {}
+        # Equal members, one rule (see same_content); not where positions carry meaning
+        # (tracked annotations, a dynamic scope) nor where each position must warn.
+        self.same = SameContent() if (share_equal and not tracks and not refs.scoped
+                                      and not options.lenient) else None
         self.report = report = Report(options.lenient)
         self.strings = strings = Strings(report, options.strict)
         self.numbers = numbers = NumberKeywords(report)
@@ -186,6 +191,14 @@ class Conjunctions:
                 if held <= self._here:  # made where the same ones were open
                     self._assumed[-1] |= held
                     return Ref(scoped)
+            same = self.same
+            content = None if same is None else same.key(members)
+            if same is not None and content is not None:
+                name = same.rules.get(content)
+                if name is not None:  # equal members made a rule elsewhere
+                    same.shared += 1
+                    self._memo[key] = name
+                    return Ref(name)
             name = self._new_rule(key, members)
             self._memo[key] = name
             self._here.add(key)
@@ -210,6 +223,8 @@ class Conjunctions:
                 del self._memo[key]
                 self._scoped.setdefault(key, []).append((frozenset(needs), name))
                 self._assumed[-1] |= needs
+            elif same is not None and content is not None:
+                same.rules[content] = name
         return Ref(name)
 
     def _key(self, members: list[Subschema]) -> tuple[str, ...]:

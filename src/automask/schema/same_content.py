@@ -1,0 +1,94 @@
+"""Equal schema objects compile once: conjunctions keyed by their members' content.
+
+Conjunctions are memoized by the positions they hold (:mod:`~automask.schema.conjunctions`),
+so a schema that writes the same subschema at many positions (``{"type": "string",
+"format": "date-time"}`` under forty properties, the same ``items`` in every array of
+a large API description) compiled each copy again. A conjunction's language depends
+only on what its members say and on where their references resolve, so two
+conjunctions whose members are equal objects with the same base URIs are one rule.
+
+What a member says is its JSON value less the keywords that say nothing of the
+instance, at its own level only: ``title``, ``description``, ``default``,
+``examples`` and the like, and its definitions (``$defs``: a ``$ref`` into them names
+them by position, which this member's copy does not change). Below its own level a
+value is compared whole: a key there may be a property's name (``"description"``
+under ``properties``), not a keyword. Only the document's own objects are compared:
+a member the compiler wrote (a shape, a copy less some keywords, at a position with
+a ``/~`` step) keeps its conjunction to itself, so nothing here holds an object the
+compile would have freed, and numbers kept by ``id`` stay right while the compile
+holds the document.
+
+Two readings depend on more than content, and the builder turns this off for them:
+``unevaluated*`` (annotations tracked by position), and a ``$dynamicAnchor`` declared
+twice (the dynamic scope rides in positions).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from automask.schema.subschema import Subschema
+
+#: a step of a position the compiler wrote (``/~anyOf``, ``/~neg0``, ``/~``); a JSON
+#: pointer escapes a name's "~" as "~0" and its "/" as "~1"
+_WRITTEN = re.compile(r"/~(?![01])")
+
+#: Keywords of a member's own level that say nothing of the instance (nor of where its
+#: references resolve: ``$id``, ``$anchor`` and ``$dynamicAnchor`` stay in its content).
+SILENT = frozenset({
+    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    "$comment", "$defs", "definitions", "contentEncoding", "contentMediaType", "contentSchema",
+})
+
+
+class SameContent:
+    """Content keys of conjunctions, and the rule made for each (one per compile)."""
+
+    def __init__(self) -> None:
+        #: a conjunction's content key -> its rule
+        self.rules: dict[tuple, str] = {}
+        #: conjunctions found under another's rule (an empty language's blame is then
+        #: looked for again without this: see schema.compiler)
+        self.shared = 0
+        self._ids: dict[tuple, int] = {}  # a value's structure -> its number
+        self._of_object: dict[int, int] = {}  # id(dict or list) -> its number (whole)
+        self._of_member: dict[int, int] = {}  # id(dict) -> its number as a member
+
+    def key(self, members: list[Subschema]) -> tuple | None:
+        """The content key of the conjunction of ``members``; None where a member is not
+        an object of the document."""
+        out = set()
+        for m in members:
+            s = m.schema
+            if type(s) is not dict or "/~" in m.uri and _WRITTEN.search(m.uri):
+                return None
+            found = self._of_member.get(id(s))
+            if found is None:
+                own = tuple(sorted((k, self._number(v)) for k, v in s.items()
+                                   if k not in SILENT))
+                found = self._of_member[id(s)] = self._intern(("member", own))
+            out.add((found, m.base))
+        return tuple(sorted(out))
+
+    def _number(self, value: Any) -> int:
+        """The number of ``value``'s structure: equal JSON values, equal numbers (a
+        boolean is not the number 0 or 1; types are kept apart)."""
+        t = type(value)
+        if t is dict or t is list:
+            found = self._of_object.get(id(value))
+            if found is None:
+                if t is dict:
+                    structure: tuple = ("object", tuple(sorted(
+                        (k, self._number(v)) for k, v in value.items())))
+                else:
+                    structure = ("array", tuple([self._number(v) for v in value]))
+                found = self._of_object[id(value)] = self._intern(structure)
+            return found
+        return self._intern((t.__name__, value))
+
+    def _intern(self, structure: tuple) -> int:
+        found = self._ids.get(structure)
+        if found is None:
+            found = self._ids[structure] = len(self._ids)
+        return found
