@@ -49,13 +49,15 @@ DATE = {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}
 
 
 def test_equal_subschemas_share_a_rule(tiny_bpe_vocab):
-    """Six dates told apart only by their descriptions, and two equal nested objects:
-    one rule each, with the same language."""
-    point = {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0}},
-             "required": ["x"], "additionalProperties": False}
+    """Six dates told apart only by their descriptions, and two nested objects told
+    apart only by their properties' descriptions: one rule each, the same language."""
+    def point(what: str):
+        return {"type": "object", "required": ["x"], "additionalProperties": False,
+                "properties": {"x": {"type": "integer", "minimum": 0, "description": what}}}
+
     schema = {"type": "object", "additionalProperties": False, "properties": {
         **{f"d{i}": dict(DATE, description=f"date {i}", title=f"D{i}") for i in range(6)},
-        "from": point, "to": json.loads(json.dumps(point))}}
+        "from": point("start"), "to": point("end")}}
     instances = [{"d0": "2024-01", "d5": "1999-12"}, {"d3": "2024-1"}, {"d2": 7},
                  {"from": {"x": 1}, "to": {"x": 0}}, {"to": {"x": -1}}, {"from": {}},
                  {"to": {"x": 2, "y": 1}}, {"d1": "2024-01", "from": {"x": 3}}]
@@ -64,6 +66,9 @@ def test_equal_subschemas_share_a_rule(tiny_bpe_vocab):
     with_sharing, _ = _compiled(schema, True)
     without, _ = _compiled(schema, False)
     assert len(with_sharing.productions) < len(without.productions)
+    # (a conjunction's rule is named after its first position)
+    assert not any("/properties/to" in p.lhs for p in with_sharing.productions)
+    assert any("/properties/to" in p.lhs for p in without.productions)
 
 
 def test_names_below_a_member_are_content(tiny_bpe_vocab):

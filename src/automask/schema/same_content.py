@@ -8,11 +8,13 @@ only on what its members say and on where their references resolve, so two
 conjunctions whose members are equal objects with the same base URIs are one rule.
 
 What a member says is its JSON value less the keywords that say nothing of the
-instance, at its own level only: ``title``, ``description``, ``default``,
-``examples`` and the like, and its definitions (``$defs``: a ``$ref`` into them names
-them by position, which this member's copy does not change). Below its own level a
-value is compared whole: a key there may be a property's name (``"description"``
-under ``properties``), not a keyword. Only the document's own objects are compared:
+instance: ``title``, ``description``, ``default``, ``examples`` and the like, and
+definitions (``$defs``: a ``$ref`` into them names them by position, which a copy
+does not change). Those are left out of every schema object in it, read as the
+keywords read it: the subschemas of ``properties``, ``items``, ``anyOf`` and the
+others are schema objects, while a property's name (``"description"`` under
+``properties``) and every other keyword's value (an ``enum``, a ``const``, an
+unknown keyword) are compared whole. Only the document's own objects are compared:
 a member the compiler wrote (a shape, a copy less some keywords, at a position with
 a ``/~`` step) keeps its conjunction to itself, so nothing here holds an object the
 compile would have freed, and numbers kept by ``id`` stay right while the compile
@@ -28,6 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from automask.schema.keywords import SCHEMA_LISTS, SCHEMA_MAPS, SUBSCHEMA
 from automask.schema.subschema import Subschema
 
 #: a step of a position the compiler wrote (``/~anyOf``, ``/~neg0``, ``/~``); a JSON
@@ -40,6 +43,9 @@ SILENT = frozenset({
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "$comment", "$defs", "definitions", "contentEncoding", "contentMediaType", "contentSchema",
 })
+_ONE = frozenset(SUBSCHEMA)  # keywords whose value is a schema
+_MAP = frozenset(SCHEMA_MAPS + ("dependencies",))  # ... a map of names to schemas
+_LIST = frozenset(SCHEMA_LISTS + ("prefixItems", "items"))  # ... a list of schemas
 
 
 class SameContent:
@@ -53,7 +59,7 @@ class SameContent:
         self.shared = 0
         self._ids: dict[tuple, int] = {}  # a value's structure -> its number
         self._of_object: dict[int, int] = {}  # id(dict or list) -> its number (whole)
-        self._of_member: dict[int, int] = {}  # id(dict) -> its number as a member
+        self._of_schema: dict[int, int] = {}  # id(dict) -> its number as a schema
 
     def key(self, members: list[Subschema]) -> tuple | None:
         """The content key of the conjunction of ``members``; None where a member is not
@@ -63,13 +69,31 @@ class SameContent:
             s = m.schema
             if type(s) is not dict or "/~" in m.uri and _WRITTEN.search(m.uri):
                 return None
-            found = self._of_member.get(id(s))
-            if found is None:
-                own = tuple(sorted((k, self._number(v)) for k, v in s.items()
-                                   if k not in SILENT))
-                found = self._of_member[id(s)] = self._intern(("member", own))
-            out.add((found, m.base))
+            out.add((self._schema(s), m.base))
         return tuple(sorted(out))
+
+    def _schema(self, value: Any) -> int:
+        """The number of a schema object: its keywords less :data:`SILENT`, each value
+        read as its keyword reads it (see the module docstring)."""
+        if type(value) is not dict:
+            return self._number(value)  # (a boolean schema; a malformed one is refused)
+        found = self._of_schema.get(id(value))
+        if found is None:
+            said = []
+            for k, v in value.items():
+                if k in SILENT:
+                    continue
+                if k in _LIST and type(v) is list:  # (before _ONE: "items" may be either)
+                    said.append((k, self._intern(("list", tuple([self._schema(x) for x in v])))))
+                elif k in _ONE:
+                    said.append((k, self._schema(v)))
+                elif k in _MAP and type(v) is dict:
+                    said.append((k, self._intern(("map", tuple(sorted(
+                        (name, self._schema(x)) for name, x in v.items()))))))
+                else:
+                    said.append((k, self._number(v)))
+            found = self._of_schema[id(value)] = self._intern(("schema", tuple(sorted(said))))
+        return found
 
     def _number(self, value: Any) -> int:
         """The number of ``value``'s structure: equal JSON values, equal numbers (a
