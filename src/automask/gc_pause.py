@@ -87,6 +87,12 @@ def _untrack_function():
 #: freed as usual when the last reference to it goes.
 untrack = _untrack_function()
 
+#: What running out of Python's recursion limit raises, for an ``except`` around deep
+#: work: a RecursionError met while :func:`untrack` converts its argument comes out of
+#: that ctypes call as an ArgumentError (converting a Python object fails for no other
+#: reason).
+RECURSION_ERRORS = (RecursionError, ctypes.ArgumentError)
+
 
 def freeze_startup() -> None:
     """Collect once, then put every object alive now out of the collector's sight for good

@@ -116,10 +116,20 @@ def test_many_required_keys_are_linear():
 def test_schema_limits_name_the_position_that_grew():
     """Item 4: a LimitExceeded names where: the schema position being compiled when a
     limit fired (the innermost conjunction), or how far the document check had got."""
-    wide = {f"p{i}": {"type": "string", "pattern": "^(a|b)*c{2,9}$"} for i in range(30_000)}
+    # (each property its own: equal ones share a rule, see schema.same_content)
+    wide = {f"p{i}": {"type": "string", "pattern": "^(a|b)*c{2,9}$", "maxLength": 10 + i}
+            for i in range(30_000)}
     schema = {"type": "object", "properties": {"big": {"type": "object",
                                                        "properties": wide}}}
     with pytest.raises(LimitExceeded, match="needs more than 20000 rules") as info:
+        Grammar.from_json_schema(schema, max_seconds=None)
+    assert info.value.location == "#/properties/big"
+    # Equal properties are one rule, and the object's own size is then the limit (its
+    # body was built a call deep per property: a RecursionError, untyped, escaped).
+    same = {f"p{i}": {"type": "string", "pattern": "^(a|b)*c{2,9}$"} for i in range(30_000)}
+    schema = {"type": "object", "properties": {"big": {"type": "object",
+                                                       "properties": same}}}
+    with pytest.raises(LimitExceeded, match="declares more than 15,000 properties") as info:
         Grammar.from_json_schema(schema, max_seconds=None)
     assert info.value.location == "#/properties/big"
     e = _cpu_raises(0.3, lambda: Grammar.from_json_schema(schema, max_seconds=0.3))

@@ -27,7 +27,7 @@ from typing import Any
 
 from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
-from automask.gc_pause import paused_gc, untrack
+from automask.gc_pause import RECURSION_ERRORS, paused_gc, untrack
 from automask.regex import nodes as rx
 from automask.regex.parser import alternation, literal_trie, parse_regex
 
@@ -345,7 +345,7 @@ def lower(rules: Mapping[str, Expr], start: str, *, ignore: Sequence[Expr] = (),
     lowerer = _Lowerer(rules, fuse)
     try:
         return lowerer.run(start, ignore, source, locations or {})
-    except RecursionError:  # rules nested hundreds deep: walked recursively, so refused
+    except RECURSION_ERRORS:  # rules nested hundreds deep: walked recursively, so refused
         raise LimitExceeded("the grammar's rules are nested too deeply "
                             "(Python's recursion limit)",
                             # current is None before the first rule: get gives None

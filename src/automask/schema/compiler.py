@@ -45,7 +45,7 @@ import sys
 
 from automask.budget import time_budget
 from automask.errors import EmptyLanguage, LimitExceeded
-from automask.gc_pause import paused_gc
+from automask.gc_pause import RECURSION_ERRORS, paused_gc
 from automask.grammar.ir import Choice, Expr, Grammar, Ref, Repeat, Seq, Terminal, lower
 from automask.schema.annotations import mentions_unevaluated
 from automask.schema.conjunctions import Conjunctions, position_of
@@ -89,7 +89,7 @@ def _compile_schema(schema, options: dict) -> Grammar:
             # Blamed anew with each position compiled apart: a rule shared by equal
             # subschemas would name the first of them, maybe not the one that is required.
             return SchemaCompiler(schema, Options(**options), share_equal=False).run()
-    except RecursionError:
+    except RECURSION_ERRORS:
         raise LimitExceeded("schema is nested too deeply to compile", "#") from None
     except LimitExceeded as e:
         if e.location is None:  # a pass over the whole document (or the lowering)

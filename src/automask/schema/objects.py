@@ -30,6 +30,11 @@ from automask.schema.values import enumerated
 NAME_KEYWORDS = ANNOTATIONS | {"type", "pattern", "minLength", "maxLength", "format", "enum",
                                "const", "not", "$ref", "allOf", "embedded"}
 MAX_COUNTED_EXTRAS = 16  # maxProperties up to which a needed extra key is counted
+#: The most properties an object may declare: its body is built by a recursion one call
+#: deep per property (under the compile's recursion limit, 20,000), and makes a rule per
+#: property. Equal properties share their values' rule, so the count of rules alone
+#: (Options.max_rules) no longer stops a schema of 30,000 equal properties first.
+MAX_DECLARED_PROPERTIES = 15_000
 
 
 def key_order(views: list[tuple[Subschema, ObjectPart]]
@@ -244,6 +249,9 @@ class Objects:
         ``additionalProperties: false``). A declared key meets the regions it lies in;
         extra keys meet the rest (:meth:`extras_meeting`).
         """
+        if len(declared) > MAX_DECLARED_PROPERTIES:
+            raise LimitExceeded(f"an object declares more than {MAX_DECLARED_PROPERTIES:,} "
+                                "properties")
         js = self.json
         cap = max_p if max_p is not None else min_p
         memo: dict[tuple[int, int, bool, frozenset], Expr] = {}
