@@ -565,7 +565,10 @@ def summarize_level(samples: Sequence[Sample], blocks: Sequence[Block]) -> dict[
     capacity = cpu.get("total", 0.0)
 
     def share(key: str) -> float | None:
-        return cpu[key] / capacity if capacity and key in cpu else None
+        # At most the whole machine: a process's ticks and the machine's are counted apart
+        # (and summed over blocks in floats), so a server that had every core reads a hair
+        # over 1.
+        return min(cpu[key] / capacity, 1.0) if capacity and key in cpu else None
 
     steps = server.get("forward_seconds_count", 0.0)
     forward, mask = server.get("forward_seconds_sum", 0.0), server.get("mask_seconds_sum", 0.0)

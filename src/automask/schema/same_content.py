@@ -37,8 +37,8 @@ from automask.schema.subschema import Subschema
 #: pointer escapes a name's "~" as "~0" and its "/" as "~1"
 _WRITTEN = re.compile(r"/~(?![01])")
 
-#: Keywords of a member's own level that say nothing of the instance (nor of where its
-#: references resolve: ``$id``, ``$anchor`` and ``$dynamicAnchor`` stay in its content).
+#: Keywords of a schema object that say nothing of the instance (nor of where references
+#: resolve: ``$id``, ``$anchor`` and ``$dynamicAnchor`` stay in its content).
 SILENT = frozenset({
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "$comment", "$defs", "definitions", "contentEncoding", "contentMediaType", "contentSchema",
