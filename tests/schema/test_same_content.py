@@ -28,6 +28,13 @@ def _compiled(schema, share: bool):
     return grammar, 0 if same is None else same.shared
 
 
+def _has_rule_at(grammar, pointer: str) -> bool:
+    """Whether a conjunction was compiled at ``pointer`` (its rule is named after its
+    first position: ``s12:/properties/a``, and ``…+ws`` for its leading form)."""
+    return any(p.lhs.split(":", 1)[-1].removesuffix("+ws") == pointer
+               for p in grammar.productions)
+
+
 def _same_language(schema, instances, vocab) -> int:
     """Assert that the shared and unshared grammars and ``jsonschema`` agree on every
     instance; the number of conjunctions shared."""
@@ -66,9 +73,8 @@ def test_equal_subschemas_share_a_rule(tiny_bpe_vocab):
     with_sharing, _ = _compiled(schema, True)
     without, _ = _compiled(schema, False)
     assert len(with_sharing.productions) < len(without.productions)
-    # (a conjunction's rule is named after its first position)
-    assert not any("/properties/to" in p.lhs for p in with_sharing.productions)
-    assert any("/properties/to" in p.lhs for p in without.productions)
+    assert not _has_rule_at(with_sharing, "/properties/to")
+    assert _has_rule_at(without, "/properties/to")
 
 
 def test_names_below_a_member_are_content(tiny_bpe_vocab):
@@ -90,6 +96,24 @@ def test_names_below_a_member_are_content(tiny_bpe_vocab):
                  {"d": {"default": 2}}]
     # the three {"type": "integer"} leaves are one rule; the four objects are four
     assert _same_language(schema, instances, tiny_bpe_vocab) == 2
+
+
+def test_order_is_content(tiny_bpe_vocab):
+    """Members are written in their schema's order, so the same properties (or the same
+    ``const`` object) in another order are another rule: each object takes its own
+    order (an instance in the other's order is read as out of order, not as invalid)."""
+    xy = {"x": {"type": "integer"}, "y": {"type": "string"}}
+    yx = {"y": {"type": "string"}, "x": {"type": "integer"}}
+    schema = {"type": "object", "properties": {
+        "a": {"type": "object", "properties": xy, "required": ["x", "y"]},
+        "b": {"type": "object", "properties": yx, "required": ["x", "y"]},
+        "c": {"const": {"p": 1, "q": 2}}, "d": {"const": {"q": 2, "p": 1}}}}
+    instances = [{"a": {"x": 1, "y": "s"}}, {"b": {"y": "s", "x": 1}},
+                 {"c": {"p": 1, "q": 2}}, {"d": {"q": 2, "p": 1}}, {"a": {"x": "s", "y": 1}}]
+    _same_language(schema, instances, tiny_bpe_vocab)
+    grammar, _ = _compiled(schema, True)
+    for second in ("/properties/b", "/properties/d"):  # compiled, not shared
+        assert _has_rule_at(grammar, second), second
 
 
 def test_equal_references_under_other_bases_stay_apart(tiny_bpe_vocab):

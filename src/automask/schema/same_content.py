@@ -14,7 +14,10 @@ does not change). Those are left out of every schema object in it, read as the
 keywords read it: the subschemas of ``properties``, ``items``, ``anyOf`` and the
 others are schema objects, while a property's name (``"description"`` under
 ``properties``) and every other keyword's value (an ``enum``, a ``const``, an
-unknown keyword) are compared whole. Only the document's own objects are compared:
+unknown keyword) are compared whole. Order counts, as it does for the grammar:
+members are written in their schema's order (``properties``, a ``const`` object), so
+objects are equal only with their keys in the same order. Only the document's own
+objects are compared:
 a member the compiler wrote (a shape, a copy less some keywords, at a position with
 a ``/~`` step) keeps its conjunction to itself, so nothing here holds an object the
 compile would have freed, and numbers kept by ``id`` stay right while the compile
@@ -64,13 +67,13 @@ class SameContent:
     def key(self, members: list[Subschema]) -> tuple | None:
         """The content key of the conjunction of ``members``; None where a member is not
         an object of the document."""
-        out = set()
+        out: dict[tuple[int, str], None] = {}
         for m in members:
             s = m.schema
             if type(s) is not dict or "/~" in m.uri and _WRITTEN.search(m.uri):
                 return None
-            out.add((self._schema(s), m.base))
-        return tuple(sorted(out))
+            out[self._schema(s), m.base] = None
+        return tuple(out)  # in order: the members' order is the properties' order
 
     def _schema(self, value: Any) -> int:
         """The number of a schema object: its keywords less :data:`SILENT`, each value
@@ -88,23 +91,23 @@ class SameContent:
                 elif k in _ONE:
                     said.append((k, self._schema(v)))
                 elif k in _MAP and type(v) is dict:
-                    said.append((k, self._intern(("map", tuple(sorted(
-                        (name, self._schema(x)) for name, x in v.items()))))))
+                    said.append((k, self._intern(("map", tuple(
+                        (name, self._schema(x)) for name, x in v.items())))))
                 else:
                     said.append((k, self._number(v)))
-            found = self._of_schema[id(value)] = self._intern(("schema", tuple(sorted(said))))
+            found = self._of_schema[id(value)] = self._intern(("schema", tuple(said)))
         return found
 
     def _number(self, value: Any) -> int:
-        """The number of ``value``'s structure: equal JSON values, equal numbers (a
-        boolean is not the number 0 or 1; types are kept apart)."""
+        """The number of ``value``'s structure: equal JSON values written in the same
+        order, equal numbers (a boolean is not the number 0 or 1; types are kept apart)."""
         t = type(value)
         if t is dict or t is list:
             found = self._of_object.get(id(value))
             if found is None:
                 if t is dict:
-                    structure: tuple = ("object", tuple(sorted(
-                        (k, self._number(v)) for k, v in value.items())))
+                    structure: tuple = ("object", tuple(
+                        (k, self._number(v)) for k, v in value.items()))
                 else:
                     structure = ("array", tuple([self._number(v) for v in value]))
                 found = self._of_object[id(value)] = self._intern(structure)
