@@ -24,8 +24,7 @@ def _compiled(schema, share: bool):
     """The grammar with or without sharing, and how many conjunctions it shared."""
     compiler = SchemaCompiler(load_document(schema), Options(), share_equal=share)
     grammar = compiler.run()
-    same = compiler.conj.same
-    return grammar, 0 if same is None else same.shared
+    return grammar, compiler.conj.same.shared
 
 
 def _has_rule_at(grammar, pointer: str) -> bool:

@@ -83,8 +83,7 @@ def _compile_schema(schema, options: dict) -> Grammar:
         try:
             return compiler.run()
         except EmptyLanguage:
-            same = compiler.conj.same
-            if same is None or not same.shared:
+            if not compiler.conj.same.shared:
                 raise
             # Blamed anew with each position compiled apart: a rule shared by equal
             # subschemas would name the first of them, maybe not the one that is required.

@@ -99,8 +99,10 @@ class TagTest:
                 isinstance(v, (dict, list)) for v in values):
             return None
         if "type" in test:  # the test holds of the values of that type
-            kinds = type_set(test["type"])  # (None: malformed)
-            values = [v for v in values if kinds is not None and json_type(v) in kinds]
+            kinds = type_set(test["type"])
+            if kinds is None:  # malformed
+                return None
+            values = [v for v in values if json_type(v) in kinds]
             if not values:
                 return None
         required = schema.get("required", [])

@@ -133,8 +133,8 @@ class Conjunctions:
         self._scoped: dict[tuple[str, ...], list[tuple[frozenset, str]]] = {}
         # Equal members, one rule (see same_content); not where positions carry meaning
         # (tracked annotations, a dynamic scope) nor where each position must warn.
-        self.same = SameContent() if (share_equal and not tracks and not refs.scoped
-                                      and not options.lenient) else None
+        self.same = SameContent(share_equal and not tracks and not refs.scoped
+                                and not options.lenient)
         self.report = report = Report(options.lenient)
         self.strings = strings = Strings(report, options.strict)
         self.numbers = numbers = NumberKeywords(report)
@@ -191,14 +191,11 @@ class Conjunctions:
                 if held <= self._here:  # made where the same ones were open
                     self._assumed[-1] |= held
                     return Ref(scoped)
-            same = self.same
-            content = None if same is None else same.key(members)
-            if same is not None and content is not None:
-                name = same.rules.get(content)
-                if name is not None:  # equal members made a rule elsewhere
-                    same.shared += 1
-                    self._memo[key] = name
-                    return Ref(name)
+            content = self.same.key(members)
+            if content is not None and (shared := self.same.rules.get(content)) is not None:
+                self.same.shared += 1  # equal members made a rule elsewhere
+                self._memo[key] = shared
+                return Ref(shared)
             name = self._new_rule(key, members)
             self._memo[key] = name
             self._here.add(key)
@@ -223,8 +220,8 @@ class Conjunctions:
                 del self._memo[key]
                 self._scoped.setdefault(key, []).append((frozenset(needs), name))
                 self._assumed[-1] |= needs
-            elif same is not None and content is not None:
-                same.rules[content] = name
+            elif content is not None:
+                self.same.rules[content] = name
         return Ref(name)
 
     def _key(self, members: list[Subschema]) -> tuple[str, ...]:

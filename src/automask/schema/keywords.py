@@ -44,6 +44,11 @@ SCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
 SUBSCHEMA = ("additionalProperties", "additionalItems", "items", "contains", "not", "if", "then",
              "else", "propertyNames", "unevaluatedProperties", "unevaluatedItems")
 
+#: where a subschema may sit below a schema object: the keywords whose value is a map of
+#: names to schemas, and those whose value is a list of schemas (``items`` in draft 4-2019)
+SCHEMA_MAP_KEYWORDS = SCHEMA_MAPS + ("dependencies",)
+SCHEMA_LIST_KEYWORDS = SCHEMA_LISTS + ("prefixItems", "items")
+
 
 def check_values(m: Subschema) -> None:
     """Malformed keyword values raise wherever they are, not only where their type is
@@ -131,9 +136,9 @@ def subschemas(s: dict, pointer: str) -> list[tuple[str, dict]]:
         at = f"{pointer}/{escape(kw)}"
         if kw in SUBSCHEMA and isinstance(v, dict):
             out.append((at, v))
-        elif kw in SCHEMA_MAPS + ("dependencies",) and isinstance(v, dict):
+        elif kw in SCHEMA_MAP_KEYWORDS and isinstance(v, dict):
             out += [(f"{at}/{escape(k)}", x) for k, x in v.items() if isinstance(x, dict)]
-        elif kw in SCHEMA_LISTS + ("prefixItems", "items") and isinstance(v, list):
+        elif kw in SCHEMA_LIST_KEYWORDS and isinstance(v, list):
             out += [(f"{at}/{i}", x) for i, x in enumerate(v) if isinstance(x, dict)]
     return out
 

@@ -33,28 +33,27 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from automask.schema.keywords import SCHEMA_LISTS, SCHEMA_MAPS, SUBSCHEMA
-from automask.schema.subschema import Subschema
+from automask.schema.keywords import SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, SUBSCHEMA
+from automask.schema.subschema import ANNOTATIONS, Subschema
 
 #: a step of a position the compiler wrote (``/~anyOf``, ``/~neg0``, ``/~``); a JSON
 #: pointer escapes a name's "~" as "~0" and its "/" as "~1"
 _WRITTEN = re.compile(r"/~(?![01])")
 
-#: Keywords of a schema object that say nothing of the instance (nor of where references
-#: resolve: ``$id``, ``$anchor`` and ``$dynamicAnchor`` stay in its content).
-SILENT = frozenset({
-    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-    "$comment", "$defs", "definitions", "contentEncoding", "contentMediaType", "contentSchema",
-})
+#: Keywords of a schema object that say nothing of the instance: the annotations, less
+#: those that say where references resolve or how the document is read (they stay).
+SILENT = ANNOTATIONS - {"$id", "$anchor", "$dynamicAnchor", "$schema", "$vocabulary"}
 _ONE = frozenset(SUBSCHEMA)  # keywords whose value is a schema
-_MAP = frozenset(SCHEMA_MAPS + ("dependencies",))  # ... a map of names to schemas
-_LIST = frozenset(SCHEMA_LISTS + ("prefixItems", "items"))  # ... a list of schemas
+_MAP = frozenset(SCHEMA_MAP_KEYWORDS)  # ... a map of names to schemas
+_LIST = frozenset(SCHEMA_LIST_KEYWORDS)  # ... a list of schemas
 
 
 class SameContent:
-    """Content keys of conjunctions, and the rule made for each (one per compile)."""
+    """Content keys of conjunctions, and the rule made for each (one per compile);
+    ``enabled`` False: no conjunction has a key (each compiles apart)."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         #: a conjunction's content key -> its rule
         self.rules: dict[tuple, str] = {}
         #: conjunctions found under another's rule (an empty language's blame is then
@@ -66,7 +65,9 @@ class SameContent:
 
     def key(self, members: list[Subschema]) -> tuple | None:
         """The content key of the conjunction of ``members``; None where a member is not
-        an object of the document."""
+        an object of the document, or where sharing is off."""
+        if not self.enabled:
+            return None
         out: dict[tuple[int, str], None] = {}
         for m in members:
             s = m.schema
