@@ -138,3 +138,44 @@ def test_configurations_with_one_mask_share_it(llama):
         assert np.array_equal(words(mask), words(alone.masks.mask(parse_state(matcher))))
         allowed = np.unpackbits(words(mask).view(np.uint8), bitorder="little")
         assert allowed[comma[0]] == (not text.endswith('"c": "x'))
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_packed_with_edits_exactly_the_ids_of_its_rows(llama, allowed):
+    """A packed part with rows added (a gap's spaced tokens) or taken out (an object's
+    declared names) is the packing of the edited rows: every id of each row, repeats and
+    the first and last rows included, and the part it was made from unchanged."""
+    from automask.engine.compiled import compiler_for
+
+    root = compiler_for(llama).tokens
+    rng = np.random.default_rng(7)
+    rows = rng.random(root.n) < 0.6
+    packed = root.pack_rows(rows)
+    before = packed.copy()
+    edited = np.concatenate([rng.choice(root.n, 300, replace=False), [0, root.n - 1, 0]])
+    expected_rows = rows.copy()
+    expected_rows[edited] = allowed
+    assert np.array_equal(root.packed_with(packed, edited, allowed=allowed),
+                          root.pack_rows(expected_rows))
+    assert np.array_equal(root.packed_with(packed, [], allowed=allowed), packed)
+    assert np.array_equal(packed, before)
+
+
+def test_packed_with_sets_every_id_of_a_row_spelled_by_several():
+    """Where several ids spell one row (Gemma-3's byte tokens beside the same text), an
+    edit reaches each of them, as packing the rows does."""
+    from automask.engine.tokens import RootTokens
+
+    texts = [b"a", b"b", b"<0x61>", b"a", b"c", b"b", b"dd", b"a"] + [b"x%d" % i for i in range(40)]
+    root = RootTokens(texts, excluded=set(), size=len(texts))
+    assert not root.one_id_each
+    rows_a = [r for r in range(root.n) if root.row_bytes(r) == b"a"]
+    none = np.zeros(root.n, dtype=bool)
+    added = root.packed_with(root.pack_rows(none), rows_a)
+    assert np.flatnonzero(np.unpackbits(added.view(np.uint8), bitorder="little")).tolist() == [
+        i for i, t in enumerate(texts) if t == b"a"]
+    every = np.ones(root.n, dtype=bool)
+    taken = root.packed_with(root.pack_rows(every), rows_a, allowed=False)
+    expected = every.copy()
+    expected[rows_a] = False
+    assert np.array_equal(taken, root.pack_rows(expected))

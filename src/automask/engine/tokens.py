@@ -211,6 +211,26 @@ class RootTokens(TokenSet):
         # inside rows of a string body on 262k tokens).
         return self.ids_sorted[concat_ranges(starts, self.id_starts[rows + 1] - starts)]  # type: ignore[no-any-return]
 
+    def packed_with(self, packed: np.ndarray, rows: np.ndarray | list[int], *,
+                    allowed: bool = True) -> np.ndarray:
+        """A copy of ``packed`` (a bitmask over ids, as :meth:`pack_rows` makes one) with
+        every id of ``rows`` set, or cleared (``allowed`` False).
+
+        A few rows added to or taken from a dense part (a string body's tokens with
+        a gap before them, an object's keys less its declared names) are a few bit
+        operations; unpacking the vocabulary and packing it again were two passes
+        over it, 60-600 µs on 128k tokens.
+        """
+        out = packed.copy()
+        ids = self.ids_for_rows(np.asarray(rows, dtype=np.int64))
+        if ids.size:
+            bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+            if allowed:
+                np.bitwise_or.at(out, ids >> 5, bits)
+            else:
+                np.bitwise_and.at(out, ids >> 5, ~bits)
+        return out
+
     def pack_rows(self, allowed_rows: np.ndarray) -> np.ndarray:
         """A packed uint32 bitmask over token ids from a boolean array over rows."""
         if np.count_nonzero(allowed_rows) * 4 < self.n:  # sparse: each id's bit set (a

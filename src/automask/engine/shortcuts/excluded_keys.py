@@ -48,8 +48,6 @@ def except_scan(computer: Computer, lex: int, state: int, body: excluded.ExceptB
     if inside_part.dtype == np.int32:
         inside_part = inside_part[~np.isin(inside_part, dead)]
     else:
-        gone = np.zeros(root.n, dtype=bool)
-        gone[dead] = True
-        inside_part = inside_part & ~root.pack_rows(gone)
+        inside_part = root.packed_with(inside_part, dead, allowed=False)
     inside_part.setflags(write=False)
     return inside_part, crossing, True

@@ -66,10 +66,9 @@ def gap_scan(computer: Computer, lex: int, gap: gaps.Gap, finish: Any, follow: i
         extra = spaced.expand(inside, gap.most)[0]
         if inside_part.dtype == np.int32:  # (first bytes differ: no row is in both)
             inside_part = finish(np.concatenate([inside_part, extra]))
-        else:
-            rows = computer.inside_rows(inside_part)
-            rows[extra] = True
-            inside_part = finish(rows)
+        else:  # packed: the extra rows' bits set in a copy (still over SPARSE_INSIDE rows)
+            inside_part = root.packed_with(inside_part, extra)
+            inside_part.setflags(write=False)
     # Whitespace-only tokens are inside every gap of this bound: one shared part
     # (hundreds of rows), not copied into each key's.
     blanks = shared.made(("blank part", gap.bits, gap.most),
