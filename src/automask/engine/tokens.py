@@ -221,7 +221,7 @@ class RootTokens(TokenSet):
         operations; unpacking the vocabulary and packing it again were two passes
         over it, 60-600 µs on 128k tokens.
         """
-        out = packed.copy()
+        out: np.ndarray = packed.copy()
         ids = self.ids_for_rows(np.asarray(rows, dtype=np.int64))
         if ids.size:
             bits = np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
