@@ -110,6 +110,7 @@ def test_ratios_and_targets():
                                                  "16": pytest.approx(0.7)}
     assert r["scaling"] == {"from": 1, "to": 16, CONSTRAINED: pytest.approx(2.8),
                             UNCONSTRAINED: pytest.approx(4.0)}
+    assert r["forward_scaling"] == {CONSTRAINED: None, UNCONSTRAINED: None}  # no counters
     got = dict(sb.targets(levels, r))
     assert got["every constrained response that finished with stop validates"] is True
     assert got["every request answered (no errors, no 400s)"] is True
@@ -120,6 +121,24 @@ def test_ratios_and_targets():
     result = {"targets": sb.targets(levels, r)}
     assert sb.failed_targets(result) == ["c16: constrained/unconstrained throughput >= 0.95",
                                          "constrained: throughput c16/c1 >= 3"]
+
+
+def test_forward_scaling_compares_forward_seconds_per_output_token():
+    def timed(mode: str, c: int, forward_s: float, tokens: int) -> dict:
+        lv = level(mode, c, 10.0)
+        lv["summary"]["server"] = {"forward_s": forward_s, "completion_tokens": tokens}
+        return lv
+
+    # c1: 12 ms and 10 ms of forward per token; c16: 4 ms and 2.5 ms
+    levels = [timed(CONSTRAINED, 1, 1.2, 100), timed(UNCONSTRAINED, 1, 1.0, 100),
+              timed(CONSTRAINED, 16, 0.8, 200), timed(UNCONSTRAINED, 16, 1.0, 400)]
+    r = sb.ratios(levels)
+    assert r["forward_scaling"] == {CONSTRAINED: pytest.approx(3.0),
+                                    UNCONSTRAINED: pytest.approx(4.0)}
+    (line,) = [x for x in sb.ratio_lines(r) if "forward pass alone" in x]
+    assert "c1 over c16): constrained 3.00x, unconstrained 4.00x" in line
+    assert not any("forward" in x for x in sb.ratio_lines(sb.ratios(levels[:2] + [
+        level(CONSTRAINED, 16, 20.0), level(UNCONSTRAINED, 16, 20.0)])))
 
 
 def test_targets_count_violations_and_unanswered_requests():
@@ -272,6 +291,8 @@ def test_tiny_run_end_to_end_counts_add_up(tmp_path, capsys):
             assert x["tokens"] <= max(1, r["probe_tokens"][x["schema_id"]])
     assert set(r["ratios"]["constrained_vs_unconstrained"]) == {"1", "2"}
     assert {r["ratios"]["scaling"]["from"], r["ratios"]["scaling"]["to"]} == {1, 2}
+    # the server's forward counters reached the forward-only ratio, in both modes
+    assert all(x > 0 for x in r["ratios"]["forward_scaling"].values())
     assert all(isinstance(text, str) for text, _ in r["targets"])
     assert not set(_children()) - before, "the server subprocess outlived the bench"
 

@@ -615,8 +615,16 @@ def summarize_level(samples: Sequence[Sample], blocks: Sequence[Block]) -> dict[
 def ratios(levels: Sequence[dict]) -> dict[str, Any]:
     """Constrained/unconstrained throughput per concurrency, and per mode the throughput at
     the highest concurrency over the lowest (``levels``: dicts with mode, concurrency,
-    summary)."""
+    summary).
+
+    Beside the throughput ratio, the same ratio of the server's forward seconds per output
+    token (``forward_scaling``): what the model's batched forward pass alone gains at the
+    batch the level reached. Throughput cannot scale much beyond it, however the server
+    schedules, so it tells a scaling target the hardware cannot reach from one the
+    server misses."""
     tps = {(lv["mode"], lv["concurrency"]): lv["summary"]["tokens_per_s"] for lv in levels}
+    forward = {(lv["mode"], lv["concurrency"]): _forward_per_token(lv["summary"])
+               for lv in levels}
     concurrencies = sorted({c for _, c in tps})
 
     def ratio(a: float | None, b: float | None) -> float | None:
@@ -632,7 +640,16 @@ def ratios(levels: Sequence[dict]) -> dict[str, Any]:
         lo, hi = concurrencies[0], concurrencies[-1]
         out["scaling"] = {"from": lo, "to": hi, **{
             mode: ratio(tps.get((mode, hi)), tps.get((mode, lo))) for mode in MODES}}
+        out["forward_scaling"] = {
+            mode: ratio(forward.get((mode, lo)), forward.get((mode, hi))) for mode in MODES}
     return out
+
+
+def _forward_per_token(summary: dict[str, Any]) -> float | None:
+    """The server's forward seconds per output token in one level (None without counters)."""
+    server = summary.get("server") or {}
+    tokens = server.get("completion_tokens")
+    return server["forward_s"] / tokens if tokens and server.get("forward_s") else None
 
 
 def targets(levels: Sequence[dict], r: dict[str, Any]) -> list[tuple[str, bool | None]]:
@@ -692,6 +709,23 @@ def format_table(levels: Sequence[dict]) -> str:
     return text_table(cols, rows, left=1)
 
 
+def ratio_lines(r: dict[str, Any]) -> list[str]:
+    """The report's lines for :func:`ratios`' result."""
+    lines = [f"  c{c}: constrained/unconstrained throughput {_num(x, 3)}"
+             for c, x in r["constrained_vs_unconstrained"].items()]
+    if r["scaling"]:
+        s = r["scaling"]
+        lines.append(f"  throughput c{s['to']}/c{s['from']}: constrained "
+                     f"{_num(s[CONSTRAINED], 2)}x, unconstrained {_num(s[UNCONSTRAINED], 2)}x")
+        f = r.get("forward_scaling", {})
+        if any(f.get(mode) is not None for mode in MODES):
+            lines.append(f"  forward pass alone (its seconds per output token, c{s['from']} "
+                         f"over c{s['to']}): constrained {_num(f.get(CONSTRAINED), 2)}x, "
+                         f"unconstrained {_num(f.get(UNCONSTRAINED), 2)}x: the model's "
+                         "own gain at the batch reached, which bounds the throughput's")
+    return lines
+
+
 def format_report(result: dict[str, Any]) -> str:
     """The printed report: header, the level table, ratios, targets, notes."""
     p = result["params"]
@@ -714,13 +748,7 @@ def format_report(result: dict[str, Any]) -> str:
     if noisy:
         lines.append(f"  warning: other processes used over {NOISY_SHARE:.0%} of the CPUs "
                      f"during {', '.join(noisy)}: those timings are not clean")
-    r = result["ratios"]
-    for c, x in r["constrained_vs_unconstrained"].items():
-        lines.append(f"  c{c}: constrained/unconstrained throughput {_num(x, 3)}")
-    if r["scaling"]:
-        s = r["scaling"]
-        lines.append(f"  throughput c{s['to']}/c{s['from']}: constrained "
-                     f"{_num(s[CONSTRAINED], 2)}x, unconstrained {_num(s[UNCONSTRAINED], 2)}x")
+    lines += ratio_lines(result["ratios"])
     for text, ok in result["targets"]:
         mark = "n/a" if ok is None else ("met" if ok else "NOT met")
         lines.append(f"  target: {text}: {mark}")
