@@ -893,3 +893,14 @@ def test_an_inclusion_that_fails_is_not_searched_again(monkeypatch) -> None:
     monkeypatch.setattr(rx, "_inclusion_pairs", lambda s, b: searched.append(s) or None)
     assert not rx._included(small, big) and rx._included(big, small)
     assert not searched  # both answers were remembered
+
+
+def test_a_liveness_search_past_its_bound_says_undecided(monkeypatch) -> None:
+    """The bound on a liveness search raises its own type (still a ``LimitExceeded``, so
+    a compile reports it as a limit), which callers that can do without the answer
+    catch apart from a spent time budget."""
+    monkeypatch.setattr(rx, "MAX_LIVENESS_STATES", 10)
+    # (bytes no other test builds: an interned node keeps what earlier searches learnt)
+    with pytest.raises(rx.Undecided, match="cannot decide") as caught:
+        rx.intersect(parse_regex("[1-8;U]{0,93}Q"), parse_regex_search("U[1-8]"))
+    assert isinstance(caught.value, LimitExceeded)

@@ -19,6 +19,7 @@ and ``from_pydantic``.
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 
 import pytest
@@ -1062,3 +1063,44 @@ def test_a_declared_key_lexeme_is_made_once_across_schemas():
     ws, sep = rx.literal(b" "), rx.literal(b":")
     assert key_lexeme("na\"me", ws, sep) is rx.concat(ws, literal_string_node("na\"me", sep))
     assert rx.matches(key_lexeme("na\"me", ws, sep), b' "na\\"me":')
+
+
+def test_one_of_reads_an_undecided_meet_as_may_meet_and_never_a_spent_time_limit(
+        tiny_bpe_vocab, monkeypatch):
+    """Two string branches of a ``oneOf`` are told apart by intersecting their texts. A
+    liveness search that gives up there (``rx.Undecided``) reads as "they may meet":
+    the ``oneOf`` is then lowered with complements ("exactly one"), and the language is
+    the same. Any other ``LimitExceeded`` in that intersection is the compile's own time
+    limit, which must end the compile rather than read as an answer."""
+    from automask import LimitExceeded
+    from automask.regex import nodes as rx
+    from automask.schema import one_of
+
+    schema = {"oneOf": [{"type": "string", "pattern": "^a"},
+                        {"type": "string", "pattern": "^b"}]}
+    texts = ['"a1"', '"b1"', '"ab"', '"ba"', '"c"', '""', "1"]
+    real_meet, real_intersect = one_of.OneOf.meet, rx.intersect
+    gives, met = [], []
+
+    def intersect(*nodes):
+        if sys._getframe(1).f_code is real_meet.__code__:  # meet's own test of the texts
+            raise gives[0]
+        return real_intersect(*nodes)
+
+    def watched_meet(self, *args):
+        met.append(real_meet(self, *args))
+        return met[-1]
+
+    monkeypatch.setattr(rx, "intersect", intersect)
+    monkeypatch.setattr(one_of.OneOf, "meet", watched_meet)
+    gives.append(rx.Undecided("no answer within the bound"))
+    compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
+    assert met == [True]  # disjoint texts, but undecided: read as overlapping
+    ref = reference_validator(schema)
+    for text in texts:
+        assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
+    gives[0] = LimitExceeded("compiling the JSON Schema took longer than 2 s of CPU time")
+    met.clear()
+    with pytest.raises(LimitExceeded, match="took longer than"):
+        Grammar.from_json_schema(schema)
+    assert met == []

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from automask.budget import check_time
+from automask.errors import LimitExceeded
 from automask.gc_pause import on_resume, untrack
 
 FULL_BITS = (1 << 256) - 1
@@ -51,6 +52,15 @@ FULL_BITS = (1 << 256) - 1
 
 #: how many derivatives a liveness check may explore before giving up
 MAX_LIVENESS_STATES = 20_000
+
+
+class Undecided(LimitExceeded):
+    """A liveness search stopped at :data:`MAX_LIVENESS_STATES` without an answer.
+
+    Its own type, apart from the compile's time limit (also a ``LimitExceeded``): a
+    caller that can go on without the answer (reading "may meet" for "unknown") catches
+    this one only, so a spent time budget always ends the compile.
+    """
 
 
 class Node:
@@ -753,9 +763,7 @@ def is_live(node: Node) -> bool:
             found = True
             break
         if len(seen) >= MAX_LIVENESS_STATES:
-            from automask.errors import LimitExceeded
-
-            raise LimitExceeded(
+            raise Undecided(
                 f"cannot decide whether an intersection/complement matches anything within "
                 f"{MAX_LIVENESS_STATES} states")
         seen[d.uid] = d

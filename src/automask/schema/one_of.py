@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from automask.errors import GrammarError, LimitExceeded
+from automask.errors import GrammarError
 from automask.grammar.ir import Choice, Expr, Terminal
 from automask.regex import nodes as rx
 from automask.schema.lowering import Conjoin
@@ -176,7 +176,7 @@ class OneOf:
             return True
         try:
             return rx.intersect(text_a, text_b) is not rx.EMPTY
-        except LimitExceeded:  # (undecided: they may meet)
+        except rx.Undecided:  # (they may meet; a spent time budget is not caught)
             return True
 
     def string_text(self, members: list[Subschema], sig: tuple) -> rx.Node | None:
