@@ -141,6 +141,12 @@ def test_forward_scaling_compares_forward_seconds_per_output_token():
         level(CONSTRAINED, 16, 20.0), level(UNCONSTRAINED, 16, 20.0)])))
 
 
+def test_a_report_of_no_levels_is_its_header():
+    """A run whose every level failed still prints its table (the header alone)."""
+    (header,) = sb.format_table([]).splitlines()
+    assert header.split()[:3] == ["mode", "conc", "reqs"]
+
+
 def test_targets_count_violations_and_unanswered_requests():
     levels = [level(CONSTRAINED, 1, 10.0, stop_invalid=1), level(UNCONSTRAINED, 1, None,
                                                                   answered=3)]

@@ -86,7 +86,7 @@ def total_bytes(objects: dict[int, object]) -> int:
 def text_table(cols: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
     """Columns padded to their widest cell: the first ``left`` ones left-aligned (labels),
     the rest right-aligned (numbers)."""
-    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
+    widths = [max([len(str(c)), *(len(str(r[i])) for r in rows)]) for i, c in enumerate(cols)]
 
     def line(r: Sequence[Any]) -> str:
         return "  ".join(str(v).ljust(w) if i < left else str(v).rjust(w)
