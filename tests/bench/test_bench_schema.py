@@ -21,6 +21,7 @@ from automask.bench import jsts
 from automask.bench import maskbench as mb
 from automask.bench.peers import Engine, GrammarSpec, PeerError, SequenceOps
 from automask.cli import main
+from automask.engine import COMPILED
 
 HAS_LLGUIDANCE = importlib.util.find_spec("llguidance") is not None
 
@@ -112,9 +113,11 @@ def test_maskbench_counts_and_json(tiny_bpe_path, records_path, tmp_path, capsys
     assert result["tests"] == sum(len(r["tests"]) for r in RECORDS)
     ours = result["engines"][0]
     assert ours["engine"] == "automask" and ours["error"] is None
-    # prepared as a server starts: the compiler warmed up for JSON grammars
+    # prepared as a server starts: the compiler warmed up for JSON grammars; and the report
+    # says which engine ran, the compiled one or the Python it is built from
     assert ours["options"] == {"json_schema": {"whitespace": "flexible", "strict": False},
-                               "warm_up": True}
+                               "warm_up": True,
+                               "engine": "compiled" if COMPILED else "python"}
     total = ours["splits"]["total"]
     assert list(ours["splits"])[-1] == "total"
     assert total["schemas"] == 6

@@ -13,7 +13,6 @@ from support.walks import assert_same_masks, masks_along
 from automask.engine import counted
 from automask.engine.compiled import compiler_for
 from automask.regex import nodes as rx
-from automask.regex import utf8
 from automask.schema.json_text import JSON_STRING_CODE, QUOTE
 
 SCHEMA = {
@@ -42,7 +41,7 @@ INSTANCES = [
 
 
 def _body(lo, hi, char=None, tail=QUOTE):
-    char = char or utf8.any_char()
+    char = char or rx.any_char()
     return rx.concat(rx.encoded(rx.repeat(char, lo, hi), JSON_STRING_CODE), tail)
 
 
@@ -58,17 +57,17 @@ def test_bounded_bodies_are_recognized():
     # a length met with a pattern: the pattern's body, and how near the bound it may come
     a_star = rx.star(rx.literal(b"a"))
     both = counted.bounded_body(rx.concat(rx.encoded(
-        rx.intersect(rx.repeat(utf8.any_char(), 0, 4), a_star), JSON_STRING_CODE), QUOTE))
+        rx.intersect(rx.repeat(rx.any_char(), 0, 4), a_star), JSON_STRING_CODE), QUOTE))
     assert both is not None and (both.lo, both.hi, both.slack) == (0, 4, 0)
     assert both.unbounded is rx.concat(rx.encoded(a_star, JSON_STRING_CODE), QUOTE)
-    ends_in_b = rx.concat(rx.star(utf8.any_char()), rx.literal(b"bb"))  # two more to close
+    ends_in_b = rx.concat(rx.star(rx.any_char()), rx.literal(b"bb"))  # two more to close
     found = counted.bounded_body(rx.concat(rx.encoded(
-        rx.intersect(rx.repeat(utf8.any_char(), 0, 9), ends_in_b), JSON_STRING_CODE), QUOTE))
+        rx.intersect(rx.repeat(rx.any_char(), 0, 9), ends_in_b), JSON_STRING_CODE), QUOTE))
     assert found is not None and found.slack == 2
     # a pattern with no loop to finish in (a fixed length): read nothing off it
     fixed = rx.concat(rx.literal(b"a"), rx.literal(b"b"))
     assert counted.bounded_body(rx.concat(rx.encoded(
-        rx.intersect(rx.repeat(utf8.any_char(), 0, 9), fixed), JSON_STRING_CODE), QUOTE)) is None
+        rx.intersect(rx.repeat(rx.any_char(), 0, 9), fixed), JSON_STRING_CODE), QUOTE)) is None
 
 
 def _check_counts(vocab, step):

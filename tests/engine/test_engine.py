@@ -916,6 +916,7 @@ def test_walk_to_end_on_node_derivatives_matches_the_table_walk():
             assert list(lazy.members(got)) == list(eager.members(sid)), (patterns[lex], data)
 
 
+@pytest.mark.python_engine
 def test_follow_sets_settle_in_dependency_order(monkeypatch):
     """FIRST/FOLLOW fixpoints read a rule after the rules it reads: an object of 3,000
     optional properties (a chain of 3,000 rules, each reading the next) takes about one

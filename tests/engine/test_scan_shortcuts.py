@@ -226,8 +226,9 @@ def _text_nodes() -> list[rx.Node]:
     """Lexemes whose walks stay mostly live (stepped a whole level at a time), and some
     that die at once (stepped through live-node lists only)."""
     from automask.regex.parser import parse_regex, parse_regex_search
-    from automask.regex.utf8 import any_char
     from automask.schema.json_text import string_node
+
+    any_char = rx.any_char
 
     return [
         rx.concat(string_node(rx.star(any_char())), rx.literal(b'"')),  # a string body

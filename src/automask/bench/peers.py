@@ -113,9 +113,12 @@ class AutomaskEngine(Engine):
 
     @property
     def options(self) -> dict[str, Any]:
+        from automask.engine import COMPILED
+
         out: dict[str, Any] = {"json_schema": dict(self.schema_options)}
         if self.warm_up:
             out["warm_up"] = True
+        out["engine"] = "compiled" if COMPILED else "python"
         return out
 
     def prepare(self, tokenizer_path: str, vocab: Any) -> None:

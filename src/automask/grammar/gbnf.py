@@ -40,13 +40,14 @@ from automask.grammar.ir import (
     line_col,
     lower,
 )
+from automask.regex import nodes as rx
 from automask.regex import utf8
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _DIGITS = frozenset("0123456789")
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
-_ANY_CHAR = Terminal(utf8.any_char(), ".")
+_ANY_CHAR = Terminal(rx.any_char(), ".")
 
 
 def read_gbnf(text: str, *, max_seconds: float | None = GRAMMAR_SECONDS) -> Grammar:

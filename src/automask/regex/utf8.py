@@ -106,11 +106,6 @@ def ranges_to_node(ranges: Iterable[tuple[int, int]]) -> rx.Node:
     return rx.alt_of(alternatives)
 
 
-#: Any single code point (as valid UTF-8), the node :func:`ranges_to_node` makes of
-#: ``[(0, MAX_CODE_POINT)]``; defined with the nodes, whose intersections use it.
-any_char = rx.any_char
-
-
 def literal_text(s: str) -> rx.Node:
     """The UTF-8 encoding of ``s``."""
     return rx.literal(s.encode("utf-8"))

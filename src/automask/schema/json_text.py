@@ -48,7 +48,7 @@ def _json_spellings() -> dict[int, list[bytes]]:
 
 
 JSON_STRING_CODE = rx.Code(_json_spellings(), "json")
-ANY_CHAR = utf8.any_char()
+ANY_CHAR = rx.any_char()
 ANY_TEXT = rx.any_text()
 QUOTE = rx.literal(b'"')
 

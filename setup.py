@@ -1,0 +1,53 @@
+"""The optional compiled engine (everything else is in pyproject.toml).
+
+``AUTOMASK_COMPILE=1 pip install .`` compiles the mask engine's per-token modules with
+mypyc, from the same sources: the configurations, the Earley parser, the lexer, the token
+walks, the mask computation and its shortcuts. Without it, and in editable installs, the
+package is pure Python; both behave the same (``automask.engine.COMPILED`` says which one
+runs). See docs/architecture.md, "The compiled engine".
+"""
+
+from __future__ import annotations
+
+import os
+
+from setuptools import setup
+
+#: the modules compiled, in src/: the per-token path and what it calls on every step
+COMPILED_MODULES = [
+    "automask/budget.py",
+    "automask/gc_pause.py",
+    "automask/engine/counted.py",
+    "automask/engine/earley.py",
+    "automask/engine/gaps.py",
+    "automask/engine/lexer.py",
+    "automask/engine/masks.py",
+    "automask/engine/state.py",
+    "automask/engine/tokens.py",
+    "automask/engine/shortcuts/__init__.py",
+    "automask/engine/shortcuts/base.py",
+    "automask/engine/shortcuts/bounded.py",
+    "automask/engine/shortcuts/excluded_keys.py",
+    "automask/engine/shortcuts/finite.py",
+    "automask/engine/shortcuts/gap.py",
+    "automask/engine/shortcuts/literal.py",
+    "automask/engine/shortcuts/prefixed.py",
+    "automask/engine/shortcuts/reuse.py",
+    "automask/engine/shortcuts/unpruned.py",
+]
+
+
+def compiled_extensions() -> list:
+    if (os.environ.get("AUTOMASK_COMPILE", "") != "1"
+            or os.environ.get("AUTOMASK_NO_EXTENSIONS") == "1"):  # (build_backend/)
+        return []
+    from mypyc.build import mypycify  # a build requirement only then (build_backend/)
+
+    # -O1 by default: the generated C (about 100k lines) compiles in about 5 minutes on one
+    # core; AUTOMASK_COMPILE_OPT picks another level.
+    return mypycify([os.path.join("src", m) for m in COMPILED_MODULES],
+                    opt_level=os.environ.get("AUTOMASK_COMPILE_OPT", "1"), debug_level="0",
+                    multi_file=True)
+
+
+setup(ext_modules=compiled_extensions())
