@@ -43,8 +43,8 @@ def compiled_extensions() -> list:
         return []
     from mypyc.build import mypycify  # a build requirement only then (build_backend/)
 
-    # -O1 by default: the generated C (about 100k lines) compiles in about 5 minutes on one
-    # core; AUTOMASK_COMPILE_OPT picks another level.
+    # -O1 by default: the whole build takes 4-5 minutes on one core (a single-file -O3 build
+    # of four of these modules was still in gcc after 13); AUTOMASK_COMPILE_OPT picks another.
     return mypycify([os.path.join("src", m) for m in COMPILED_MODULES],
                     opt_level=os.environ.get("AUTOMASK_COMPILE_OPT", "1"), debug_level="0",
                     multi_file=True)
