@@ -380,6 +380,17 @@ def test_a_literal_is_the_concatenation_of_its_bytes(data: bytes, after: str) ->
     assert rx.matches(expected, data + b"zz") is (after == "literal")
 
 
+def test_a_node_lists_the_parts_its_kind_has_and_marks_the_others_absent() -> None:
+    a, b = parse_regex("a"), parse_regex("[0-9]+")
+    cat, star, either = rx.concat(a, b), rx.star(b), rx.alt(a, b, parse_regex("x"))
+    assert rx.parts_of(cat) == [cat.a, cat.b] and rx.concat(*rx.parts_of(cat)) is cat
+    assert rx.parts_of(star) == [b] and star.b is rx.NO_PART
+    assert rx.parts_of(either) == list(either.items) and either.a is rx.NO_PART
+    assert rx.parts_of(a) == [] and a.a is rx.NO_PART is a.b
+    with pytest.raises(AttributeError):  # an absent part is never read as a node
+        rx.NO_PART.kind  # noqa: B018
+
+
 def test_alphabets_are_memoized_on_every_part_as_computed_alone() -> None:
     """``_alphabet`` keeps its answer on each node below the one asked (the derivatives of
     an intersection share most of its parts); each kept answer is the one a walk of that
@@ -392,9 +403,8 @@ def test_alphabets_are_memoized_on_every_part_as_computed_alone() -> None:
         if n.kind in (rx.K_NOT, rx.K_ENC):
             return rx.FULL_BITS
         bits = 0
-        for c in (n.a, n.b, *n.items):
-            if c is not None:
-                bits |= alone(c, whole)
+        for c in rx.parts_of(n):
+            bits |= alone(c, whole)
         return bits
 
     def parts(n: rx.Node) -> list[rx.Node]:
@@ -403,7 +413,7 @@ def test_alphabets_are_memoized_on_every_part_as_computed_alone() -> None:
             x = stack.pop()
             if x.uid not in out:
                 out[x.uid] = x
-                stack += [c for c in (x.a, x.b, *x.items) if c is not None]
+                stack += rx.parts_of(x)
         return list(out.values())
 
     node = rx.intersect(parse_regex("(ab|[0-9]{2,4})+x?"), rx.alt(

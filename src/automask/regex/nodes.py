@@ -37,7 +37,7 @@ import itertools
 import threading
 import weakref
 from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]  # (not in typeshed)
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from automask.budget import check_time
@@ -72,8 +72,8 @@ class Node:
                  "_live", "_first", "_cont", "_fin", "_forced", "_meas", "_alpha",
                  "_alpha_text", "_req", "_clamps", "_incl", "__weakref__")
 
-    # The slots' types (set by _make, never by __init__). ``a`` and ``b`` are None where
-    # the kind has no such part; the kind says which are present, so they read as nodes.
+    # The slots' types (set by _make, never by __init__). ``a`` and ``b`` are NO_PART where
+    # the kind has no such part, so that every part reads as a node.
     kind: int
     a: Node
     b: Node
@@ -102,10 +102,15 @@ class Node:
     _incl: dict[int, bool] | None  # uid of a node -> whether it includes this one (as known)
 
     def __repr__(self) -> str:
-        return f"<Node {to_pattern(self)}>"
+        return "<Node NO_PART>" if self is NO_PART else f"<Node {to_pattern(self)}>"
 
 
-class _Ref(weakref.ref):
+#: ``a`` or ``b`` of a node whose kind has no such part: a node, so that parts are typed
+#: as nodes, with no slot set, so that reading it as a real part fails at once
+NO_PART = Node()
+
+
+class _Ref(weakref.ref["Node"]):
     """A node's weak reference: the value of its entries in the tables below."""
 
     __slots__ = ("key", "uid")
@@ -210,8 +215,8 @@ def node_count() -> int:
 _ALWAYS_CLAMPED = 1 << 62
 
 
-def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
-          b: Node | None = None, items: tuple[Node, ...] = (), words: tuple[bytes, ...] = (),
+def _make(key: tuple, kind: int, nullable: bool, *, a: Node = NO_PART,
+          b: Node = NO_PART, items: tuple[Node, ...] = (), words: tuple[bytes, ...] = (),
           lo: int = 0, hi: int | None = None, bits: int = 0) -> Node:
     """The node under ``key``: the live one, else a new one of these parts (most calls
     find it alive, so that lookup comes first, with no call)."""
@@ -227,8 +232,8 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
         check_time()
         node = Node()
         node.kind = kind
-        node.a = a  # type: ignore[assignment]  # (None: the kind has no part)
-        node.b = b  # type: ignore[assignment]
+        node.a = a
+        node.b = b
         node.items = items
         node.words = words
         node.lo = lo
@@ -244,15 +249,15 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
         if items:
             plain = kind != K_AND and kind != K_NOT and all(c.plain for c in items)
             span = max(c.counted for c in items)
-        elif a is not None:
-            plain = kind != K_AND and kind != K_NOT and a.plain and (b is None or b.plain)
-            span = a.counted if b is None or a.counted >= b.counted else b.counted
+        elif a is not NO_PART:
+            plain = kind != K_AND and kind != K_NOT and a.plain and (b is NO_PART or b.plain)
+            span = a.counted if b is NO_PART or a.counted >= b.counted else b.counted
         else:
             plain, span = True, 0
         node.plain = plain
         if kind == K_AND:
             span = _ALWAYS_CLAMPED
-        elif kind == K_REPEAT and a is not None and (hi is not None or lo >= 2):
+        elif kind == K_REPEAT and (hi is not None or lo >= 2):
             shortest = _minlen(a) if a.plain and not a.nullable else None
             span = max(span, max(lo, hi or 0) * (shortest or 1))
         node.counted = span
@@ -278,6 +283,11 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node | None = None,
             _untrack_tables()
         _recent.append(node)  # (the oldest one is let go)
         return node
+
+
+def parts_of(node: Node) -> list[Node]:
+    """The node's parts: ``a`` and ``b`` where its kind has them, then ``items``."""
+    return [c for c in (node.a, node.b, *node.items) if c is not NO_PART]
 
 
 def _alive(uid: int) -> Node | None:
@@ -634,7 +644,7 @@ def _alphabet(node: Node, whole: Node | None = None) -> int:
     an intersection, which share most of its parts, each cost their new parts: a
     liveness check of a multipleOf automaton walked the whole graph per derivative."""
     slot = "_alpha" if whole is None else "_alpha_text"  # (memoized on the node)
-    found = getattr(node, slot)
+    found: int | None = getattr(node, slot)
     if found is not None:
         return found
     stack = [node]
@@ -651,7 +661,7 @@ def _alphabet(node: Node, whole: Node | None = None) -> int:
         elif kind == K_NOT or kind == K_ENC:
             bits = FULL_BITS
         else:
-            parts = [c for c in (n.a, n.b, *n.items) if c is not None]
+            parts = parts_of(n)
             pending = [c for c in parts if getattr(c, slot) is None]
             if pending:
                 stack += pending
@@ -1588,7 +1598,8 @@ def encoded(inner: Node, code: Code, at: int = 0) -> Node:
                  a=inner, lo=code.uid, hi=at)
 
 
-def _derive_encoded(node: Node, byte: int, step=None) -> Node:
+def _derive_encoded(node: Node, byte: int,
+                    step: Callable[[Node, int], Node] | None = None) -> Node:
     """``step`` is the inner derivative: :func:`derive`, or the raw one in liveness search."""
     step = step or derive
     code = _codes[node.lo]
