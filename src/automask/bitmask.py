@@ -29,13 +29,14 @@ def writable_words(bitmask: Any) -> np.ndarray:
     lost) or would write bit patterns into (:class:`ValueError`: a float or any
     other dtype than int32).
     """
-    if _is_torch(bitmask):
-        if bitmask.device.type != "cpu":
-            raise ValueError(f"a bitmask is filled on the CPU (it is on {bitmask.device}): "
-                             "fill a CPU tensor, then move it")
-    elif not isinstance(bitmask, np.ndarray):
-        raise TypeError("a bitmask is filled in place: it must be a NumPy array or a CPU torch "
-                        f"tensor of int32, not {type(bitmask).__name__}")
+    if type(bitmask) is not np.ndarray:  # (a NumPy array, the common case, skips these)
+        if _is_torch(bitmask):
+            if bitmask.device.type != "cpu":
+                raise ValueError(f"a bitmask is filled on the CPU (it is on {bitmask.device}): "
+                                 "fill a CPU tensor, then move it")
+        elif not isinstance(bitmask, np.ndarray):
+            raise TypeError("a bitmask is filled in place: it must be a NumPy array or a CPU "
+                            f"torch tensor of int32, not {type(bitmask).__name__}")
     words = np.asarray(bitmask)
     if words.dtype != np.int32:
         raise ValueError(f"a bitmask is int32 words, not {getattr(bitmask, 'dtype', words.dtype)}"
@@ -48,6 +49,8 @@ def writable_words(bitmask: Any) -> np.ndarray:
 def row_index(index: object, rows: int) -> int:
     """``index`` as a row of a bitmask with ``rows`` rows: an integer in ``[0, rows)``
     (negative indices are refused, not counted from the end)."""
+    if type(index) is int and 0 <= index < rows:  # (the common case, first)
+        return index
     if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
         raise TypeError(f"a bitmask row index is an integer, not {type(index).__name__}")
     if not 0 <= index < rows:

@@ -27,12 +27,19 @@ class Matcher:
     be used from two threads at once.
     """
 
-    __slots__ = ("compiled", "_history", "_terminated", "_states", "_tokens")
+    # compiled's parts read on every step are slots of their own (each saves attribute
+    # reads per token: the per-step cost around a cached mask is mostly such reads)
+    __slots__ = ("compiled", "_history", "_terminated", "_states", "_tokens", "_masks",
+                 "_eos_ids", "_special_ids", "_vocab_size")
 
     def __init__(self, compiled: CompiledGrammar):
         self.compiled = compiled
         self._states = compiled.states
         self._tokens = compiled.vocab.tokens
+        self._masks = compiled.masks
+        self._eos_ids = frozenset(compiled.eos_token_ids)
+        self._special_ids = compiled.vocab.special_ids
+        self._vocab_size = compiled.vocab.size
         self._history: list[ParseState] = [self._states.initial]
         self._terminated: list[bool] = [False]
 
@@ -55,6 +62,10 @@ class Matcher:
         other.compiled = self.compiled
         other._states = self._states
         other._tokens = self._tokens
+        other._masks = self._masks
+        other._eos_ids = self._eos_ids
+        other._special_ids = self._special_ids
+        other._vocab_size = self._vocab_size
         other._history = list(self._history)
         other._terminated = list(self._terminated)
         return other
@@ -83,9 +94,9 @@ class Matcher:
             except TypeError:
                 raise TypeError(f"a token id is an integer, not {type(token_id).__name__} "
                                 f"({token_id!r})") from None
-        if not 0 <= token_id < self.compiled.vocab.size:
+        if not 0 <= token_id < self._vocab_size:
             raise VocabularyError(
-                f"token id {token_id} is out of range [0, {self.compiled.vocab.size})")
+                f"token id {token_id} is out of range [0, {self._vocab_size})")
         return token_id
 
     def _after(self, token_id: int) -> ParseState | None:
@@ -94,9 +105,9 @@ class Matcher:
         if self._terminated[-1]:
             return None
         config = self._history[-1]
-        if self.compiled.is_eos(token_id):
+        if token_id in self._eos_ids:
             return config if config.accepting else None
-        if token_id in self.compiled.vocab.special_ids or token_id >= len(self._tokens):
+        if token_id in self._special_ids or token_id >= len(self._tokens):
             return None
         data = self._tokens[token_id]
         if not data:
@@ -119,7 +130,7 @@ class Matcher:
         if after is None:
             return False
         self._history.append(after)
-        self._terminated.append(self.compiled.is_eos(token_id))
+        self._terminated.append(token_id in self._eos_ids)
         return True
 
     def accept_tokens(self, token_ids: Iterable[int]) -> int:
@@ -155,7 +166,7 @@ class Matcher:
 
     # ---- masks
     def _mask(self) -> Mask:
-        masks = self.compiled.masks
+        masks = self._masks
         mask = masks.cached(self._history[-1])  # the common case: no budget to set up
         if mask is None:
             with paused_gc(), time_budget(self.compiled.limits.max_mask_seconds,
@@ -188,27 +199,36 @@ class Matcher:
         :class:`IndexError` for a row outside the bitmask.
         """
         words = writable_words(bitmask)
-        index = row_index(index, words.shape[0] if words.ndim == 2 else 1)
-        self.write_row(words[index] if words.ndim == 2 else words)
+        if words.ndim == 2:
+            self._write(words[row_index(index, words.shape[0])])
+        else:
+            row_index(index, 1)
+            self._write(words)
 
     def write_row(self, row: np.ndarray) -> None:
         """:meth:`fill_bitmask` on one row already given as a NumPy int32 array (a view)."""
-        nwords = self.compiled.masks.nwords
         if not isinstance(row, np.ndarray):
             raise TypeError(f"a bitmask row is a 1-D NumPy int32 array, not "
                             f"{type(row).__name__}")
         if row.dtype != np.int32 or row.ndim != 1:
             raise ValueError(f"a bitmask row is a 1-D NumPy int32 array, not a {row.ndim}-D "
                              f"{row.dtype} array")
-        if row.shape[0] < nwords:
+        self._write(row)
+
+    def _write(self, row: np.ndarray) -> None:
+        """:meth:`write_row` on a row known to be a 1-D int32 array."""
+        masks = self._masks
+        nwords = masks.nwords
+        width = row.shape[0]
+        if width < nwords:
             raise ValueError(f"bitmask row must be int32 with at least {nwords} words, "
-                             f"not {row.shape[0]}")
-        out = row[:nwords].view(np.uint32)
+                             f"not {width}")
+        out = (row if width == nwords else row[:nwords]).view(np.uint32)
         if self._terminated[-1]:
-            np.copyto(out, self.compiled.masks.eos_words)
+            np.copyto(out, masks.eos_words)
         else:
             self._mask().write(out)
-        if row.shape[0] > nwords:
+        if width > nwords:
             row[nwords:] = 0
 
     def allowed_token_ids(self) -> np.ndarray:
