@@ -8,6 +8,7 @@ An in-tree backend because PEP 517 build requirements are static in pyproject.to
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from contextlib import contextmanager
 
@@ -64,3 +65,23 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
               file=sys.stderr)
     with _no_extensions():
         return _setuptools.build_editable(wheel_directory, config_settings, metadata_directory)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    drop_staged_build()
+    return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
+
+
+def drop_staged_build(root: str = ".") -> None:
+    """Remove what an earlier build left staged for its wheel (``build/lib*``).
+
+    setuptools packs that whole tree, so an extension module compiled by an earlier build
+    would ship in the new wheel: in a pure one, or beside the new build's modules (one
+    since dropped from setup.py's list), where it breaks their import. A wheel built from
+    a source tree starts clean.
+    """
+    build = os.path.join(root, "build")
+    if os.path.isdir(build):
+        for name in os.listdir(build):
+            if name.startswith("lib"):
+                shutil.rmtree(os.path.join(build, name))
