@@ -2,9 +2,10 @@
 
 ``AUTOMASK_COMPILE=1 pip install .`` compiles the mask engine's per-token modules with
 mypyc, from the same sources: the configurations, the Earley parser, the lexer, the token
-walks, the mask computation and its shortcuts. Without it, and in editable installs, the
-package is pure Python; both behave the same (``automask.engine.COMPILED`` says which one
-runs). See docs/architecture.md, "The compiled engine".
+walks, the mask computation and its shortcuts; and it builds ``automask._untrack``, a C
+function for gc_pause. Without it, and in editable installs, the package is pure Python;
+both behave the same (``automask.engine.COMPILED`` says which one runs). See
+docs/architecture.md, "The compiled engine".
 """
 
 from __future__ import annotations
@@ -37,17 +38,25 @@ COMPILED_MODULES = [
 ]
 
 
+#: the C function gc_pause.untrack calls where it is built
+UNTRACK_SOURCE = "src/automask/_untrack.c"
+
+
 def compiled_extensions() -> list:
     if (os.environ.get("AUTOMASK_COMPILE", "") != "1"
             or os.environ.get("AUTOMASK_NO_EXTENSIONS") == "1"):  # (build_backend/)
         return []
     from mypyc.build import mypycify  # a build requirement only then (build_backend/)
+    from setuptools import Extension
 
     # -O1 by default: the whole build takes 4-5 minutes on one core (a single-file -O3 build
     # of four of these modules was still in gcc after 13); AUTOMASK_COMPILE_OPT picks another.
     return mypycify([os.path.join("src", m) for m in COMPILED_MODULES],
                     opt_level=os.environ.get("AUTOMASK_COMPILE_OPT", "1"), debug_level="0",
-                    multi_file=True)
+                    multi_file=True) + [
+        # gc_pause.untrack without ctypes' cost per call (see the file)
+        Extension("automask._untrack", [UNTRACK_SOURCE]),
+    ]
 
 
 setup(ext_modules=compiled_extensions())

@@ -35,7 +35,7 @@ def test_mypy_is_a_build_requirement_of_a_compiled_wheel_only(backend, monkeypat
     assert backend.get_requires_for_build_editable() == plain
 
 
-def test_setup_compiles_existing_engine_modules(monkeypatch):
+def test_setup_compiles_existing_engine_modules_and_the_untrack_source(monkeypatch):
     monkeypatch.delenv("AUTOMASK_COMPILE", raising=False)
     monkeypatch.chdir(REPO_ROOT)
     monkeypatch.setattr("setuptools.setup", lambda **kw: None)
@@ -44,3 +44,16 @@ def test_setup_compiles_existing_engine_modules(monkeypatch):
     assert "automask/engine/masks.py" in setup.COMPILED_MODULES
     for module in setup.COMPILED_MODULES:
         assert (REPO_ROOT / "src" / module).is_file(), module
+    assert (REPO_ROOT / setup.UNTRACK_SOURCE).is_file()
+    assert setup.UNTRACK_SOURCE in (REPO_ROOT / "MANIFEST.in").read_text()  # (in an sdist)
+
+
+def test_a_compiled_build_starts_without_an_earlier_builds_staged_modules(backend, tmp_path):
+    stale = tmp_path / "build" / "lib.linux-x86_64-cpython-311" / "automask" / "regex"
+    stale.mkdir(parents=True)
+    (stale / "nodes.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    objects = tmp_path / "build" / "temp.linux-x86_64-cpython-311"
+    objects.mkdir()
+    backend.drop_staged_build(str(tmp_path))
+    assert not (tmp_path / "build" / "lib.linux-x86_64-cpython-311").exists()
+    assert objects.is_dir()  # (what is never packed stays)

@@ -68,7 +68,15 @@ def on_resume(upkeep: Callable[[], None]) -> None:
 
 def _untrack_function():
     """CPython's ``PyObject_GC_UnTrack``, called directly (it runs hundreds of
-    thousands of times per MaskBench run); a function doing nothing elsewhere."""
+    thousands of times per MaskBench run): from ``automask._untrack``, a C function
+    the compiled engine's build adds (setup.py), else through ctypes, at ten times the
+    cost of a call; a function doing nothing elsewhere."""
+    try:
+        from automask._untrack import untrack as compiled
+    except ImportError:
+        pass
+    else:
+        return compiled
     if sys.implementation.name == "cpython":
         try:
             found = ctypes.pythonapi.PyObject_GC_UnTrack

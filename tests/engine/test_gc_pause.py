@@ -109,6 +109,21 @@ def test_untracked_objects_keep_what_they_hold_alive():
     assert holder == [[1, 2]]
 
 
+def test_untrack_untracks_once_and_for_all():
+    from automask.engine import COMPILED
+    from automask.gc_pause import untrack
+
+    # the compiled engine's build adds the C function (setup.py); else it goes by ctypes
+    assert (getattr(untrack, "__module__", None) == "automask._untrack") is COMPILED
+    held = [[1], {"a": [2]}]
+    for obj in (held, held[1], (held,)):
+        assert gc.is_tracked(obj)
+        untrack(obj)
+        assert not gc.is_tracked(obj)
+        untrack(obj)  # again: no change
+        assert not gc.is_tracked(obj)
+
+
 def test_bench_samples_are_not_walked_by_the_collector():
     from automask.bench.maskbench import SchemaResult, SplitStats
 
