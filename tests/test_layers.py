@@ -54,9 +54,12 @@ class Import:
 
 
 def module_files(src: Path = SRC, root: str = ROOT) -> dict[str, Path]:
-    """Every module of the package ``root`` under ``src``, by dotted name."""
+    """Every module of the package ``root`` under ``src``, by dotted name: its ``.py``
+    files, and the stubs of its C modules (a ``.pyi`` with no ``.py`` beside it)."""
     files = {}
-    for path in sorted((src / root).rglob("*.py")):
+    paths = (src / root).rglob("*.py")
+    stubs = [p for p in (src / root).rglob("*.pyi") if not p.with_suffix(".py").exists()]
+    for path in sorted([*paths, *stubs]):
         parts = list(path.relative_to(src).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
