@@ -139,7 +139,7 @@ class CompiledGrammar:
         self.vocab = vocab = compiler.vocab
         self.limits = limits or Limits()
         self.eos_token_ids = tuple(vocab.eos_token_ids)
-        self._eos_set = frozenset(self.eos_token_ids)
+        self.eos_id_set = frozenset(self.eos_token_ids)  # (a matcher's test per token)
         self.root = compiler.tokens
         # Collector paused: what a compile makes lives as long as the grammar (see gc_pause).
         with paused_gc():
@@ -161,7 +161,7 @@ class CompiledGrammar:
         return self.vocab.size
 
     def is_eos(self, token_id: int) -> bool:
-        return token_id in self._eos_set
+        return token_id in self.eos_id_set
 
     def __repr__(self) -> str:
         return (f"<CompiledGrammar {self.grammar.source or 'grammar'}: "

@@ -37,7 +37,7 @@ class Matcher:
         self._states = compiled.states
         self._tokens = compiled.vocab.tokens
         self._masks = compiled.masks
-        self._eos_ids = frozenset(compiled.eos_token_ids)
+        self._eos_ids = compiled.eos_id_set
         self._special_ids = compiled.vocab.special_ids
         self._vocab_size = compiled.vocab.size
         self._history: list[ParseState] = [self._states.initial]
@@ -58,14 +58,7 @@ class Matcher:
 
     def fork(self) -> Matcher:
         """An independent copy (for beams, speculation)."""
-        other = Matcher.__new__(Matcher)
-        other.compiled = self.compiled
-        other._states = self._states
-        other._tokens = self._tokens
-        other._masks = self._masks
-        other._eos_ids = self._eos_ids
-        other._special_ids = self._special_ids
-        other._vocab_size = self._vocab_size
+        other = Matcher(self.compiled)
         other._history = list(self._history)
         other._terminated = list(self._terminated)
         return other
@@ -199,11 +192,8 @@ class Matcher:
         :class:`IndexError` for a row outside the bitmask.
         """
         words = writable_words(bitmask)
-        if words.ndim == 2:
-            self._write(words[row_index(index, words.shape[0])])
-        else:
-            row_index(index, 1)
-            self._write(words)
+        index = row_index(index, words.shape[0] if words.ndim == 2 else 1)
+        self._write(words[index] if words.ndim == 2 else words)
 
     def write_row(self, row: np.ndarray) -> None:
         """:meth:`fill_bitmask` on one row already given as a NumPy int32 array (a view)."""
