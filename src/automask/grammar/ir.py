@@ -232,7 +232,9 @@ class Grammar:
         schema_of = getattr(model, "model_json_schema", None)
         if schema_of is None:
             raise TypeError("from_pydantic takes a pydantic v2 model class")
-        return cls.from_json_schema(schema_of(), **options)
+        # (through `of`: compiled, a direct call with **options passed the dict itself as
+        # the first keyword argument, mypyc 2.4)
+        return cls.of("json_schema", schema_of(), **options)
 
     @classmethod
     def of(cls, kind: str, source: Any, **options: Any) -> Grammar:
@@ -747,9 +749,9 @@ class _Lowerer:
                     if isinstance(s, str) and s in self.rules and s not in done:
                         todo.append(s)
         ignore_ids = []
-        for e in ignore:
-            node = self.expr_regex(e) if self.fuse else (
-                e.regex if isinstance(e, Terminal) else None)
+        for item in ignore:
+            node = self.expr_regex(item) if self.fuse else (
+                item.regex if isinstance(item, Terminal) else None)
             if node is None:
                 raise GrammarError("an ignored item must be regular")
             node = rx.nonempty(node)

@@ -136,7 +136,7 @@ def tag_cases(members: list[Subschema]) -> list[list[Subschema]] | None:
     key = chain[0][2].key
     rewritten = {m.uri + "/~if" for m, _, _ in chain}
     rest = [expanded(x) for x in members if x.uri not in rewritten]
-    tested: dict[str, Any] = {}
+    tested: dict[tuple, Any] = {}  # the values tested, by their json_key
     for _, _, test in chain:
         tested.update(test.values)
 

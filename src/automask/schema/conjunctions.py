@@ -146,6 +146,9 @@ class Conjunctions:
         self.one_of_objects = OneOfObjects(self, objects, self.one_of, options)
         self.values = ConcreteValues(self, strings, numbers, objects, report, options.strict)
 
+    __deletable__ = ["strings", "numbers", "annotations", "objects", "arrays", "one_of",
+                     "one_of_objects", "values"]
+
     def close(self) -> None:
         """Drops the keyword families: each holds this builder, and the cycles would leave
         the compile's whole state to the cyclic collector, whose pass over it would then

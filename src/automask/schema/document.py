@@ -35,7 +35,7 @@ MAX_DEPTH = 256  # objects and arrays nested in one another (real schemas: under
 MAX_POINTER_CHARS = 1 << 25  # the pointers of all objects and arrays, together
 _LONG_POINTER = 2_000  # error locations longer than this are shortened in the middle
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile(f"[{chr(0xD800)}-{chr(0xDFFF)}]")
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 _NUMBERS = (int, float, bool, type(None))
 

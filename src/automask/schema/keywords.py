@@ -117,9 +117,12 @@ def _non_finite(values: list) -> list | None:
             if not math.isfinite(v):
                 return path
         elif isinstance(v, list):
-            todo += [(x, path + [i]) for i, x in reversed(list(enumerate(v)))]
+            for i in range(len(v) - 1, -1, -1):
+                todo.append((v[i], path + [i]))
         elif isinstance(v, dict):
-            todo += [(x, path + [k]) for k, x in reversed(list(v.items()))]
+            keys = list(v)
+            for j in range(len(keys) - 1, -1, -1):
+                todo.append((v[keys[j]], path + [keys[j]]))
     return None
 
 

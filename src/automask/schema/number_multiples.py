@@ -333,7 +333,7 @@ def _no_multiple(m: Fraction, lo: Lim | None, hi: Lim | None) -> bool:
     return n * m > top or (hi[1] and n * m == top)
 
 
-def _signed(node: rx.Node) -> rx.Node:
+def _with_sign(node: rx.Node) -> rx.Node:
     return rx.concat(rx.optional(MINUS), node)
 
 
@@ -361,7 +361,7 @@ def _integer_multiple(m: int, lo: Lim | None, hi: Lim | None) -> rx.Node:
         return rx.EMPTY
     digits = None if ilo is None or ihi is None else max(len(str(abs(ilo))), len(str(abs(ihi))))
     parts = _multiple_parts(m, 0, False, digits, str(m))
-    return rx.intersect(base, *(_signed(p) for p in parts))
+    return rx.intersect(base, *(_with_sign(p) for p in parts))
 
 
 def decimal_multiple_node(multiple_of: int | float | Decimal, minimum: Bound = None,
@@ -398,7 +398,7 @@ def _positive(multiple_of: int | float | Decimal) -> Decimal:
 def _non_multiple(m: Decimal) -> rx.Node:
     integer_part = rx.alt(ZERO, rx.concat(rx.byte_range(0x31, 0x39),
                                            rx.repeat(DIGIT, 0, UNBOUNDED_MULTIPLE_DIGITS - 1)))
-    where_exact = _signed(rx.concat(integer_part, ANY_FRAC))
+    where_exact = _with_sign(rx.concat(integer_part, ANY_FRAC))
     return rx.intersect(where_exact, rx.complement(_decimal_multiple(m, None, None)))
 
 
@@ -414,4 +414,4 @@ def _decimal_multiple(m: Decimal, lo: Lim | None, hi: Lim | None) -> rx.Node:
         DOT, rx.repeat(DIGIT, 1, k) if k else ZEROS, rx.star(ZERO))))
     parts = [shape] + (_multiple_parts(c, k, True, _integer_digits(lo, hi), str(m))
                        if c > 1 else [])
-    return rx.intersect(base, *(_signed(p) for p in parts))
+    return rx.intersect(base, *(_with_sign(p) for p in parts))

@@ -133,7 +133,7 @@ class OneOf:
     def __init__(self, conj: Conjoin, strings: Strings):
         self.conj = conj
         self.strings = strings
-        self._signed: dict[tuple[tuple[str, ...], int], tuple] = {}
+        self._signatures: dict[tuple[tuple[str, ...], int], tuple] = {}
         self._texts: dict[tuple[str, ...], rx.Node | None] = {}
 
     def disjoint(self, subs: list[Subschema], context: list[Subschema] | tuple[()] = ()) -> bool:
@@ -225,9 +225,9 @@ class OneOf:
         same complement branches are read in every conjunction that holds the ``not``,
         and every conjunction that holds a member signs its properties again."""
         key = (tuple(m.uri for m in members), depth)
-        sig = self._signed.get(key)
+        sig = self._signatures.get(key)
         if sig is None:
-            sig = self._signed[key] = self.signature(members, set(TYPES), depth)
+            sig = self._signatures[key] = self.signature(members, set(TYPES), depth)
         return sig
 
     def absorbed(self, branches: list[list[Subschema]], members: list[Subschema]) -> bool:
