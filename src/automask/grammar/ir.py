@@ -144,23 +144,27 @@ class Grammar:
         if isinstance(choices, (str, bytes, bytearray)):
             raise TypeError(f"from_choices takes a sequence of strings, not one "
                             f"{type(choices).__name__}: wrap it in a list ([text])")
-        choices = list(choices)
-        if not choices:
+        # typed as what they may be (a request's JSON), so that a compiled build reaches
+        # the check below instead of refusing a non-str at the loop variable
+        items: list[object] = list(choices)
+        if not items:
             raise GrammarError("from_choices needs at least one choice")
+        strings: list[str] = []
         total = 0
-        for i, c in enumerate(choices):
+        for i, c in enumerate(items):
             if not isinstance(c, str):
                 # a grammar's content, from the network as often as not: a GrammarError
                 raise GrammarError(f"a choice must be a str, not {type(c).__name__}: "
                                    f"{c!r:.80}", location=f"choice {i}")
+            strings.append(c)
             total += len(c)
             if total > MAX_GRAMMAR_CHARS:
-                raise LimitExceeded(f"the {len(choices):,} choices are more than "
+                raise LimitExceeded(f"the {len(items):,} choices are more than "
                                     f"{MAX_GRAMMAR_CHARS:,} characters long together (the "
                                     "limit)", f"choice {i}")
         with paused_gc(), time_budget(max_seconds, "reading the choices", start_now=True):
             texts = []
-            for i, c in enumerate(choices):
+            for i, c in enumerate(strings):
                 try:
                     texts.append(c.encode("utf-8"))
                 except UnicodeEncodeError as e:

@@ -146,6 +146,7 @@ class Conjunctions:
         self.one_of_objects = OneOfObjects(self, objects, self.one_of, options)
         self.values = ConcreteValues(self, strings, numbers, objects, report, options.strict)
 
+    # what close() deletes: a class compiled by mypyc must name them to allow it
     __deletable__ = ["strings", "numbers", "annotations", "objects", "arrays", "one_of",
                      "one_of_objects", "values"]
 
