@@ -185,6 +185,9 @@ def test_dropped_grammars_are_freed(tiny_bpe_vocab):
     {"type": "array", "contains": {"const": 1}, "minContains": 1, "maxContains": 2},
     {"type": "array", "contains": {"const": 1}, "items": {"type": "integer"},
      "allOf": [{"contains": {"const": 2}, "maxContains": 1}], "maxContains": 3},
+    {"type": "number", "multipleOf": 0.07},  # fraction digits, searched recursively
+    {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2,
+     "maxItems": 1000},  # an item count in binary (the IR's counted repeat)
 ])
 def test_schema_compiles_leave_no_cycles(schema):
     """A compile's state is freed by reference counts when the grammar goes: a cycle (a

@@ -728,8 +728,13 @@ class _Lowerer:
                     out = [a]
             return out
 
-        head = [power(j) for j in range(lo.bit_length() - 1, -1, -1) if lo >> j & 1]
-        tail: list[Symbol] = [self._star(item, ctx)] if hi is None else up_to(hi - lo)
+        try:
+            head = [power(j) for j in range(lo.bit_length() - 1, -1, -1) if lo >> j & 1]
+            tail: list[Symbol] = [self._star(item, ctx)] if hi is None else up_to(hi - lo)
+        finally:
+            # Nested functions that call one another: compiled (mypyc), they share one
+            # environment object that each of them holds, a cycle left to the collector.
+            power = up_to_power = None  # type: ignore[assignment]
         name = self.helper(ctx)
         self.add(name, head + tail)
         return name

@@ -5,6 +5,8 @@ or several), and ``uniqueItems`` over items with finitely many values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from automask.errors import LimitExceeded
 from automask.grammar.ir import Choice, Expr, Ref, Repeat, Seq, Terminal
 from automask.regex import nodes as rx
@@ -12,7 +14,7 @@ from automask.schema.annotations import Annotations
 from automask.schema.json_text import repeat_with_sep, separated
 from automask.schema.lowering import Conjoin, Report
 from automask.schema.normalize import shape, types_of
-from automask.schema.shapes import negated
+from automask.schema.shapes import ArrayPart, negated
 from automask.schema.subschema import Subschema, json_key, json_type
 from automask.schema.values import enumerated
 
@@ -62,6 +64,19 @@ class Arrays:
                 return None
             return js.lead(self.conj.conj_ref(subs) if subs else js.any_value())
 
+        try:
+            return self._array_of(members, at_members, at, min_i, max_i, prefix_len, views)
+        finally:
+            # Nested functions that call one another: compiled, they share one environment
+            # object that each of them holds (a cycle, see Objects.object_body)
+            at_members = at = None  # type: ignore[assignment]
+
+    def _array_of(self, members: list[Subschema],
+                  at_members: Callable[[int | None], list[Subschema] | None],
+                  at: Callable[[int | None], Expr | None], min_i: int, max_i: int | None,
+                  prefix_len: int, views: list[tuple[Subschema, ArrayPart]]) -> Expr:
+        """The array of :meth:`array`'s bounds, by the lowering its keywords call for."""
+        js = self.json
         counts = [(m, view.min_contains, view.max_contains) for m, view in views
                   if view.has_contains and (view.min_contains or view.max_contains is not None)]
         unique = [m for m, view in views if view.unique]
@@ -105,7 +120,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, True), "]", min_i == 0)
         finally:
-            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
+            tail = None  # type: ignore[assignment]  # (see Objects.object_body)
 
     def unique_array(self, m: Subschema, min_i: int, max_i: int | None, prefix_len: int,
                      at_members) -> Expr | None:
@@ -182,7 +197,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, frozenset()), "]", min_i == 0)
         finally:
-            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
+            tail = domain = None  # type: ignore[assignment]  # (see Objects.object_body)
 
     def multi_counted_array(self, counts: list[tuple[Subschema, int, int | None]], min_i: int,
                             max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -251,7 +266,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, (0,) * len(counts), True), "]", empty)
         finally:
-            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
+            tail = kinds = None  # type: ignore[assignment]  # (see Objects.object_body)
 
     def counted_array(self, members: list[Subschema], m: Subschema, lo: int, hi: int | None,
                       min_i: int, max_i: int | None, prefix_len: int, at_members) -> Expr:
@@ -333,7 +348,7 @@ class Arrays:
         try:
             return js.enclose("[", tail(0, 0, True), "]", min_i == 0 and lo == 0)
         finally:
-            tail = None  # type: ignore[assignment]  # a recursive closure: see Objects.object_body
+            tail = kinds = join = steady_tail = None  # type: ignore[assignment]  # (as above)
 
 
 class _Infinite(Exception):

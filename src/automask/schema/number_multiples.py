@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from typing import cast
@@ -130,23 +129,29 @@ class _Budget:
                 f"multipleOf {self.what}: needs more than {MAX_MULTIPLE_STATES} automaton states")
 
 
-def _exit_factory(modulus: int, frac_digits: int, fraction: bool,
-                  budget: _Budget) -> Callable[[int], rx.Node]:
-    """What may follow an integer part whose value is ``r`` mod ``modulus``.
+class _Exits:
+    """What may follow an integer part whose value is ``r`` mod ``modulus``: ``exits(r)``.
 
     The scaled value ``(integer part) * 10**k + first k fraction digits`` (zero-padded)
     must be 0 mod ``modulus``, and fraction digits past the k-th must be zeros.
-    Without ``fraction`` only the end of text may follow.
+    Without ``fraction`` only the end of text may follow. (A class, not closures over a
+    recursive one: those would hold themselves, a cycle per compile.)
     """
-    k = frac_digits
-    memo: dict[tuple[int, int], tuple[bool, rx.Node]] = {}
 
-    def frac(p: int, s: int) -> tuple[bool, rx.Node]:
+    def __init__(self, modulus: int, frac_digits: int, fraction: bool, budget: _Budget):
+        self.modulus, self.k, self.fraction, self.budget = modulus, frac_digits, fraction, budget
+        self.fracs: dict[tuple[int, int], tuple[bool, rx.Node]] = {}
+        self.exits: dict[int, rx.Node] = {}
+
+    def frac(self, p: int, s: int) -> tuple[bool, rx.Node]:
+        """Fraction digits from the p-th on, the scaled value so far being ``s`` mod
+        ``modulus``: (whether the fraction may end here, what may follow)."""
         key = (p, s)
-        got = memo.get(key)
+        got = self.fracs.get(key)
         if got is not None:
             return got
-        budget.take()
+        self.budget.take()
+        modulus, k = self.modulus, self.k
         if p == k:
             got = (True, ZEROS) if s == 0 else (False, rx.EMPTY)
         else:
@@ -156,20 +161,22 @@ def _exit_factory(modulus: int, frac_digits: int, fraction: bool,
                 groups[t] = groups.get(t, 0) | (1 << (0x30 + d))
             branches = []
             for t, bits in groups.items():
-                eps, rest = frac(p + 1, t)
+                eps, rest = self.frac(p + 1, t)
                 branches.append(rx.concat(rx.byte_set(bits), rx.alt(rx.EPS, rest) if eps else rest))
             got = (s * 10 ** (k - p) % modulus == 0, rx.alt_of(branches))
-        memo[key] = got
+        self.fracs[key] = got
         return got
 
-    @functools.cache
-    def exit_node(r: int) -> rx.Node:
-        if not fraction:
-            return rx.EPS if r % modulus == 0 else rx.EMPTY
-        eps, rest = frac(0, r % modulus)
-        return rx.alt(rx.EPS if eps else rx.EMPTY, rx.concat(DOT, rest))
-
-    return exit_node
+    def __call__(self, r: int) -> rx.Node:
+        node = self.exits.get(r)
+        if node is None:
+            if not self.fraction:
+                node = rx.EPS if r % self.modulus == 0 else rx.EMPTY
+            else:
+                eps, rest = self.frac(0, r % self.modulus)
+                node = rx.alt(rx.EPS if eps else rx.EMPTY, rx.concat(DOT, rest))
+            self.exits[r] = node
+        return node
 
 
 def _suffix_part(q: int, t: int, k: int, fraction: bool, budget: _Budget) -> rx.Node:
@@ -179,7 +186,7 @@ def _suffix_part(q: int, t: int, k: int, fraction: bool, budget: _Budget) -> rx.
     ``[0-9]*`` then a t-digit window (or a shorter integer part, i.e. the window after
     leading zeros), then the fraction exit: no cycle beyond ``[0-9]*``.
     """
-    exit_node = _exit_factory(q, k, fraction, budget)
+    exit_node = _Exits(q, k, fraction, budget)
     if k >= t:  # 10**k is 0 mod q: the integer part does not matter
         return rx.concat(DIGITS, exit_node(0))
     # After i window digits only s mod g[i] still matters (s * 10**(t - i + k) mod q), so
@@ -234,7 +241,7 @@ def _prime_powers(n: int) -> list[int]:
 
 def _cyclic_part(c: int, k: int, fraction: bool, budget: _Budget) -> rx.Node:
     """Texts whose scaled value is 0 mod ``c`` (coprime to 10), for any length, exactly."""
-    exit_node = _exit_factory(c, k, fraction, budget)
+    exit_node = _Exits(c, k, fraction, budget)
     start = c  # a state before the first digit: the integer part is not empty
     edges: dict[int, dict[int, rx.Node]] = {i: {} for i in range(c + 1)}
     for r in range(c + 1):
@@ -252,7 +259,7 @@ def _unrolled_part(c: int, k: int, fraction: bool, max_digits: int, budget: _Bud
     """
     if max_digits < 1:
         return rx.EMPTY
-    exit_node = _exit_factory(c, k, fraction, budget)
+    exit_node = _Exits(c, k, fraction, budget)
     moves = []  # per remainder: (byte set, next remainder) groups
     for r in range(c):
         groups: dict[int, int] = {}
