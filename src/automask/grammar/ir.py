@@ -734,7 +734,7 @@ class _Lowerer:
         finally:
             # Nested functions that call one another: compiled (mypyc), they share one
             # environment object that each of them holds, a cycle left to the collector.
-            power = up_to_power = None  # type: ignore[assignment]
+            power = up_to_power = up_to = None  # type: ignore[assignment]
         name = self.helper(ctx)
         self.add(name, head + tail)
         return name

@@ -165,6 +165,7 @@ class Arrays:
             for i in range(prefix_len):
                 domain(i)
         except _Infinite:
+            domain = None  # type: ignore[assignment]  # (see Objects.object_body)
             self.report.unsupported("uniqueItems on items with infinitely many values", m,
                              "uniqueItems")
             return None

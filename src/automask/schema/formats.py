@@ -229,22 +229,26 @@ SNUM = "(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])"
 SMTP_IPV4 = rf"{SNUM}(?:\.{SNUM}){{3}}"
 
 
+def _ipv6_groups(n: int) -> str:
+    """``n`` colon-separated IPv6 groups."""
+    return "" if n == 0 else f"{H16}(?::{H16}){{{n - 1}}}"
+
+
+def _ipv6_compressed(most: int, tail: str) -> list[str]:
+    """The ``::`` forms with at most ``most`` groups around it, then ``tail``."""
+    out = []
+    for a in range(most + 1):
+        right = [_ipv6_groups(b) for b in range(most - a + 1)]
+        sep = ":" if tail else ""
+        rights = "|".join((r + sep) if r else "" for r in right)
+        out.append(f"{_ipv6_groups(a)}::(?:{rights}){tail}")
+    return out
+
+
 def _smtp_ipv6() -> str:
     """RFC 5321 ``IPv6-addr``: full forms, or ``::`` with at most 6 (4 before IPv4) groups."""
-    def groups(n: int) -> str:
-        return "" if n == 0 else f"{H16}(?::{H16}){{{n - 1}}}"
-
-    def comp(most: int, tail: str) -> list[str]:
-        out = []
-        for a in range(most + 1):
-            right = [groups(b) for b in range(most - a + 1)]
-            sep = ":" if tail else ""
-            rights = "|".join((r + sep) if r else "" for r in right)
-            out.append(f"{groups(a)}::(?:{rights}){tail}")
-        return out
-
-    forms = [groups(8), f"{groups(6)}:{SMTP_IPV4}"]
-    forms += comp(6, "") + comp(4, SMTP_IPV4)
+    forms = [_ipv6_groups(8), f"{_ipv6_groups(6)}:{SMTP_IPV4}"]
+    forms += _ipv6_compressed(6, "") + _ipv6_compressed(4, SMTP_IPV4)
     return "(?:" + "|".join(forms) + ")"
 
 
