@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from automask.budget import check_time, time_budget
 from automask.errors import EmptyLanguage, GrammarError, LimitExceeded
@@ -149,14 +149,12 @@ class Grammar:
         items: list[object] = list(choices)
         if not items:
             raise GrammarError("from_choices needs at least one choice")
-        strings: list[str] = []
         total = 0
         for i, c in enumerate(items):
             if not isinstance(c, str):
                 # a grammar's content, from the network as often as not: a GrammarError
                 raise GrammarError(f"a choice must be a str, not {type(c).__name__}: "
                                    f"{c!r:.80}", location=f"choice {i}")
-            strings.append(c)
             total += len(c)
             if total > MAX_GRAMMAR_CHARS:
                 raise LimitExceeded(f"the {len(items):,} choices are more than "
@@ -164,7 +162,7 @@ class Grammar:
                                     "limit)", f"choice {i}")
         with paused_gc(), time_budget(max_seconds, "reading the choices", start_now=True):
             texts = []
-            for i, c in enumerate(strings):
+            for i, c in enumerate(cast("list[str]", items)):  # (each checked above)
                 try:
                     texts.append(c.encode("utf-8"))
                 except UnicodeEncodeError as e:
