@@ -75,6 +75,7 @@ def holding(schema: dict, x) -> list[dict]:
     return out
 
 
+@pytest.mark.python_engine
 def test_overlapping_object_branches_match_the_reference(tiny_bpe_vocab, monkeypatch):
     used = []
     lower = one_of_objects.OneOfObjects.lower
@@ -136,6 +137,7 @@ def variants(n: int) -> dict:
         for i in range(n)]}}
 
 
+@pytest.mark.python_engine
 def test_variants_with_an_optional_tag_compile_key_by_key(tiny_bpe_vocab, monkeypatch):
     schema = variants(8)
     compiled = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
@@ -199,6 +201,7 @@ def test_a_value_whose_split_needs_a_large_complement_is_left_out(tiny_bpe_vocab
     assert reference_accepts(ref, lost) and not accepts_bytes(compiled, lost)
 
 
+@pytest.mark.python_engine
 def test_too_many_branch_sets_fall_back_to_the_general_lowering(tiny_bpe_vocab, monkeypatch):
     """Thirteen open branches, each with an optional key of its own: every subset of them
     is a state (each key's value may keep its branch or drop it), past MAX_STATES. The

@@ -734,6 +734,7 @@ def test_a_wide_enum_is_one_tree_of_its_values_spellings():
         assert same_language(node, rx.alt_of(literal_node(v) for v in values))
 
 
+@pytest.mark.python_engine
 def test_a_tag_required_next_to_the_one_of_makes_its_branches_disjoint(
         tiny_bpe_vocab, monkeypatch):
     """A tagged union whose tag is required beside the ``oneOf`` (not in each branch) is
@@ -769,6 +770,7 @@ def test_a_tag_required_next_to_the_one_of_makes_its_branches_disjoint(
             assert accepts_bytes(compiled, text) is reference_accepts(ref, text), (schema, text)
 
 
+@pytest.mark.python_engine
 def test_one_of_complements_only_the_branches_that_may_overlap(tiny_bpe_vocab, monkeypatch):
     """Exactly one branch holds: branch i is conjoined with the complements of the
     branches that may overlap it, and no other (one disjoint from it fails wherever it
@@ -816,6 +818,7 @@ def test_one_of_complements_only_the_branches_that_may_overlap(tiny_bpe_vocab, m
      (2, 1), ('{"p": "s"}', '{"p": "s", "q": 1}', '{"p": "s", "q": "1"}', '{"p": 1}',
               '{"q": "1"}', '{}')),
 ])
+@pytest.mark.python_engine
 def test_complement_branches_the_other_members_contradict_are_dropped(
         schema, kept_first, texts, tiny_bpe_vocab, monkeypatch):
     """``not`` distributes as a choice of its complement's branches, each conjoined with
@@ -840,6 +843,7 @@ def test_complement_branches_the_other_members_contradict_are_dropped(
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+@pytest.mark.python_engine
 def test_a_required_key_of_different_types_makes_branches_disjoint(tiny_bpe_vocab,
                                                                    monkeypatch):
     """Two branches whose required key takes values of different types hold of no common
@@ -887,6 +891,7 @@ def typed_with_and_without(monkeypatch, schema, target, name: str, value):
     return grammar, pruned, len(typed)
 
 
+@pytest.mark.python_engine
 def test_an_if_chain_over_a_required_tag_is_not_a_case_per_subset(tiny_bpe_vocab,
                                                                   monkeypatch):
     """``if``/``then`` is distributed as the choice (if and then) or (not if); with six
@@ -912,6 +917,7 @@ def test_an_if_chain_over_a_required_tag_is_not_a_case_per_subset(tiny_bpe_vocab
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+@pytest.mark.python_engine
 def test_ifs_that_a_key_is_set_are_not_a_case_per_subset(tiny_bpe_vocab, monkeypatch):
     """"At most one of these keys is set (not null)", written as one ``if`` per key:
     ``if: {not: {properties: {K: {const: null}}}}, then: {properties: {others: {const:
@@ -937,6 +943,7 @@ def test_ifs_that_a_key_is_set_are_not_a_case_per_subset(tiny_bpe_vocab, monkeyp
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+@pytest.mark.python_engine
 def test_a_complement_leaves_out_the_members_that_hold_beside_it(tiny_bpe_vocab,
                                                                 monkeypatch):
     """``not (M and R)`` where ``M`` holds is ``not R``: each ``oneOf`` branch built on a
@@ -968,6 +975,7 @@ def test_a_complement_leaves_out_the_members_that_hold_beside_it(tiny_bpe_vocab,
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+@pytest.mark.python_engine
 def test_each_subschema_below_a_member_is_signed_once(tiny_bpe_vocab, monkeypatch):
     """Disjointness tests read signatures of the members' properties and nested branches;
     every conjunction that holds a member reads them again, so they are kept per
@@ -997,6 +1005,7 @@ def test_each_subschema_below_a_member_is_signed_once(tiny_bpe_vocab, monkeypatc
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+@pytest.mark.python_engine
 def test_a_not_the_other_members_imply_is_dropped(tiny_bpe_vocab, monkeypatch):
     """``C and not X`` is ``C`` where ``C`` implies a branch of ``not X``: here ``C``
     forbids ``a``, which ``X`` requires, so the ``not`` is not distributed at all. The
@@ -1020,6 +1029,7 @@ def test_a_not_the_other_members_imply_is_dropped(tiny_bpe_vocab, monkeypatch):
         assert accepts_bytes(compiled, text) is reference_accepts(ref, text), text
 
 
+@pytest.mark.python_engine
 def test_properties_that_only_refer_to_one_definition_share_its_rule(tiny_bpe_vocab,
                                                                      monkeypatch):
     """A property that is only ``{"$ref": …}`` (annotations aside) adds nothing to its
@@ -1065,6 +1075,7 @@ def test_a_declared_key_lexeme_is_made_once_across_schemas():
     assert rx.matches(key_lexeme("na\"me", ws, sep), b' "na\\"me":')
 
 
+@pytest.mark.python_engine
 def test_one_of_reads_an_undecided_meet_as_may_meet_and_never_a_spent_time_limit(
         tiny_bpe_vocab, monkeypatch):
     """Two string branches of a ``oneOf`` are told apart by intersecting their texts. A

@@ -63,6 +63,7 @@ def accepts(c, text: str) -> bool:
     return c is not None and accepts_bytes(c, text)
 
 
+@pytest.mark.python_engine
 def test_tag_cases_match_the_reference_and_the_distribution(tiny_bpe_vocab, monkeypatch):
     split = []
     real = conditionals.tag_cases
@@ -95,23 +96,31 @@ def test_tag_cases_match_the_reference_and_the_distribution(tiny_bpe_vocab, monk
     assert sum(split) >= 100 and accepted >= 300
 
 
-@pytest.mark.parametrize("n", [12])
-def test_a_long_if_chain_over_an_optional_tag_compiles(tiny_bpe_vocab, monkeypatch, n):
+def if_chain(n: int) -> dict:
+    """``n`` ``if``s over an optional tag, each requiring its own key."""
+    return {"type": "object", "properties": {"type": {"type": "string"}},
+            "allOf": [{"if": {"properties": {"type": {"const": f"k{i}"}}},
+                       "then": {"required": [f"p{i}"],
+                                "properties": {f"p{i}": {"type": "integer"}}},
+                       "else": {"not": {"required": [f"p{i}"]}}}
+                      for i in range(n)]}
+
+
+def test_a_long_if_chain_over_an_optional_tag_compiles(tiny_bpe_vocab):
     """Twelve ``if``s over an optional tag: one case per tag value (and absent, other),
     where the distribution made one per subset of the ``if``s (where the tag is absent
     every ``if`` holds, so no two of them contradict each other)."""
-    schema = {"type": "object", "properties": {"type": {"type": "string"}},
-              "allOf": [{"if": {"properties": {"type": {"const": f"k{i}"}}},
-                         "then": {"required": [f"p{i}"],
-                                  "properties": {f"p{i}": {"type": "integer"}}},
-                         "else": {"not": {"required": [f"p{i}"]}}}
-                        for i in range(n)]}
+    schema = if_chain(12)
     c = automask.compile(Grammar.from_json_schema(schema), tiny_bpe_vocab)
     ref = reference_validator(schema)
     for text in ('{"type": "k3", "p3": 1}', '{"type": "k3", "p4": 1}', '{"type": "zz"}',
                  '{"q": 1}', '{}', '{"type": "k3", "p3": "s"}', '[1]',
                  '{"type": "zz", "p3": 1}', '{"type": "k3", "p3": 1, "p4": 1}'):
         assert accepts_bytes(c, text) == reference_accepts(ref, text), text
+
+
+@pytest.mark.python_engine
+def test_without_the_tag_cases_a_long_if_chain_is_past_the_time_limit(monkeypatch):
     monkeypatch.setattr(conjunctions, "tag_cases", lambda members: None)
     with pytest.raises(LimitExceeded):
-        Grammar.from_json_schema(schema, max_seconds=1)
+        Grammar.from_json_schema(if_chain(12), max_seconds=1)
