@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from automask.engine.lexer import LexerDFA
+from automask.engine.lexer import LexerDFA, distinct
 from automask.gc_pause import untrack
 
 _uids = itertools.count()
@@ -621,7 +621,7 @@ def _record_ends(trie: PrefixTrie, d: int, nodes: np.ndarray, states: np.ndarray
                  groups: Groups) -> None:
     """Group the rows below ``nodes`` (depth ``d``) by the lexer state in which a
     lexeme may end there: each group crosses that lexeme end after ``d`` bytes."""
-    for state in np.unique(states).tolist():
+    for state in distinct(states):
         mine = nodes[states == state]
         kids = concat_ranges(trie.kid_lo[d][mine], trie.kid_hi[d][mine] - trie.kid_lo[d][mine])
         if kids.size:
@@ -726,7 +726,7 @@ def _walk_columns(tokens: TokenSet, lexer: LexerDFA, start: int,
         if acc.any():
             rows, states = idx[acc], st[acc]
             after = flat[offsets[rows] + j + 1]
-            for state in np.unique(states).tolist():
+            for state in distinct(states):
                 # A lexeme ends here only if the next byte can start what follows it.
                 sel = (states == state) & lexer.follow_ok(state)[after]
                 if sel.any():
