@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from automask.bitmask import unpack_bitmask
+from automask.engine.lexer import distinct
 from automask.errors import NoLegalContinuation
 
 __all__ = [
@@ -207,7 +208,7 @@ def _previous_rows(previous: Any, batch: int, one_row: bool, width: int) -> list
     for row in rows:
         if _is_torch(row):
             row = row.detach().cpu().numpy()
-        ids = np.unique(np.asarray(row, dtype=np.int64).ravel())
+        ids = np.array(distinct(np.asarray(row, dtype=np.int64).ravel()), dtype=np.int64)
         if ids.size and (ids[0] < 0 or ids[-1] >= width):
             raise ValueError(f"previous token ids must be in [0, {width}), got {ids[[0, -1]]}")
         out.append(ids)
