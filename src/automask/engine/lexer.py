@@ -134,6 +134,11 @@ class LexerDFA:
             self._split[sid] = found
         return found
 
+    def union(self, parts: list[int]) -> int:
+        """The state holding the members of the one-lexeme states ``parts`` (in order)."""
+        return self._intern(tuple([self.lexes[p][0] for p in parts]),
+                            tuple([self.nodes[p][0] for p in parts]))
+
     def row(self, sid: int) -> tuple[int, ...]:
         """The 256 successor states of ``sid`` (materialized on first use)."""
         r = self.rows[sid]

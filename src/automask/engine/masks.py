@@ -27,7 +27,7 @@ import numpy as np
 
 from automask.budget import check_time
 from automask.engine.earley import EarleySet
-from automask.engine.shortcuts import SHORTCUTS, STRATEGIES
+from automask.engine.shortcuts import SHORTCUTS, STRATEGIES, UNION
 from automask.engine.shortcuts.base import ScanRequest, shared_key
 from automask.engine.state import ParseState, StateTable, pairs
 from automask.engine.tokens import RootTokens, TokenSet, pack_bool, scan
@@ -245,6 +245,8 @@ class MaskComputer:
         self._masks: BoundedCache = BoundedCache(mask_cache_bytes // 4)
         self._by_content: BoundedCache = BoundedCache(mask_cache_bytes - mask_cache_bytes // 4)
         self._decisions: BoundedCache = BoundedCache(decision_cache_bytes)
+        self._parts: dict[int, tuple[int, ...]] = {}  # lexer state -> root_parts
+        self._probing = False  # (under the lock) shared_scan raises _WouldWalk for a walk
         self._lock = threading.RLock()
 
     def root_scan(self, lexer_state: int) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
@@ -265,6 +267,49 @@ class MaskComputer:
                     found = self.shared_scan(self.root, lexer_state, self.pack_inside)
                     self._root_scans.put(lexer_state, found, _scan_cost(*found))
         return found
+
+    def root_parts(self, lexer_state: int) -> tuple[int, ...]:
+        """The lexer states whose root scans together make ``lexer_state``'s (kept).
+
+        One per lexeme (``lexer.split``: their scans are shared), but where the
+        scans of several lexemes with an intersection or a complement inside
+        would each be a walk of the token trie (none cached, no shortcut makes
+        them), those lexemes are one state, walked once. A string under a
+        ``oneOf`` of patterns is one such lexeme per branch, every branch alive
+        on every text: seven full walks, each deriving the same texts, became
+        one. Plain lexemes (string bodies, numbers, keys) are scanned one by one
+        however cold: other positions and schemas meet them again, beside other
+        lexemes, and find their scans shared (docs/masks.md, "Lexemes walked
+        together").
+        """
+        found = self._parts.get(lexer_state)
+        if found is None:
+            lexer = self.states.lexer
+            found = lexer.split(lexer_state)
+            if len(found) > 1 and UNION in self._shortcuts:
+                cold = [part for part in found if not lexer.nodes[part][0].plain
+                        and not self._made_without_walk(part)]
+                if len(cold) > 1:
+                    found = tuple([part for part in found if part not in cold]) + (
+                        lexer.union(cold),)
+                    self._scan_counts[UNION] += 1
+            self._parts[lexer_state] = found
+        return found
+
+    def _made_without_walk(self, part: int) -> bool:
+        """Whether the root scan of one-lexeme state ``part`` is cached, or made by a
+        shortcut that walks no trie of its own (it is then kept, as by root_scan)."""
+        if part in self._root_scans:
+            return True
+        with self._lock:
+            self._probing = True
+            try:
+                self.root_scan(part)
+            except _WouldWalk:
+                return False
+            finally:
+                self._probing = False
+        return True
 
     def pack_inside(self, inside: np.ndarray) -> np.ndarray:
         """A root scan's inside rows (a bool per row, or the rows: int32) as the part
@@ -312,6 +357,8 @@ class MaskComputer:
         lexer = self.states.lexer
         crossing: Sequence[tuple[int, TokenSet]]
         if len(lexer.lexes[lexer_state]) != 1:
+            if self._probing:
+                raise _WouldWalk
             inside, crossing = scan(tokens, lexer, lexer_state)
             return finish(inside), _kept(crossing)
         lex, node = lexer.lexes[lexer_state][0], lexer.nodes[lexer_state][0]
@@ -342,6 +389,8 @@ class MaskComputer:
                 made_by = strategy.name
                 break
         else:  # no shortcut applies
+            if self._probing:
+                raise _WouldWalk
             inside, crossing = scan(tokens, lexer, state)
             inside_part, part_is_own = finish(inside), True
             made_by = "walk"
@@ -383,8 +432,7 @@ class MaskComputer:
             return found
         dense: list[np.ndarray] = []
         crossing_rows: list[np.ndarray] = []
-        split = self.states.lexer.split
-        for origin, lexer_state in pairs(_threads(config, split)):
+        for origin, lexer_state in pairs(_threads(config, self.root_parts)):
             inside_part, crossing = self.root_scan(lexer_state)
             for piece in inside_part if type(inside_part) is tuple else (inside_part,):
                 if piece.dtype == np.int32:
@@ -456,6 +504,10 @@ class MaskComputer:
             result = np.zeros(tokens.n, dtype=bool)
         self._decisions.put(key, result, result.nbytes + 150)
         return result
+
+
+class _WouldWalk(Exception):
+    """A scan asked for while probing (``MaskComputer._made_without_walk``) would walk."""
 
 
 #: what a shared scan costs beyond its arrays' bytes and _scan_cost's 200: its key (a

@@ -28,7 +28,12 @@ STRATEGIES: tuple[Strategy, ...] = (
     Borrowed(),      # a root scan borrowing another state's walk on most first bytes
 )
 
-#: The strategies' names: ``Compiler(shortcuts=…)`` turns them off one by one.
-SHORTCUTS = frozenset(strategy.name for strategy in STRATEGIES)
+#: Not a strategy (those make the scan of one lexeme): where several lexemes of a root
+#: lexer state would each be walked (no strategy makes their scans, none is cached), they
+#: are walked together, as one state (``MaskComputer.root_parts``).
+UNION = "union"
 
-__all__ = ["SHORTCUTS", "STRATEGIES", "Strategy"]
+#: The shortcuts' names: ``Compiler(shortcuts=…)`` turns them off one by one.
+SHORTCUTS = frozenset(strategy.name for strategy in STRATEGIES) | {UNION}
+
+__all__ = ["SHORTCUTS", "STRATEGIES", "UNION", "Strategy"]
