@@ -236,8 +236,7 @@ class MaskComputer:
         self.nwords = (root.size + 31) // 32
         self.eos_ids = np.array(sorted(i for i in set(eos_ids) if 0 <= i < root.size),
                                 dtype=np.int64)
-        self.eos_words = pack_bool(_bool_of(eos_ids, root.size))
-        self.eos_words.setflags(write=False)
+        self._eos_words: np.ndarray | None = None  # (see eos_words)
         self._root_scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
         self._scans: BoundedCache = BoundedCache(scan_cache_bytes // 2)
         # A configuration's entry costs SHARED_MASK_COST, its Mask is counted once by content:
@@ -248,6 +247,18 @@ class MaskComputer:
         self._parts: dict[int, tuple[int, ...]] = {}  # lexer state -> root_parts
         self._probing = False  # (under the lock) shared_scan raises _WouldWalk for a walk
         self._lock = threading.RLock()
+
+    @property
+    def eos_words(self) -> np.ndarray:
+        """The mask of the EOS tokens alone, all a sequence that ended allows (packed on
+        first use: most grammars never end a sequence that way, and a bool per token
+        packed for each grammar cost ~20 µs of every compile)."""
+        words = self._eos_words
+        if words is None:
+            words = pack_bool(_bool_of(self.eos_ids, self.root.size))
+            words.setflags(write=False)
+            self._eos_words = words
+        return words
 
     def root_scan(self, lexer_state: int) -> tuple[Any, Sequence[tuple[int, TokenSet]]]:
         """The inside tokens and crossing groups of lexer state ``lexer_state`` (cached).
