@@ -69,6 +69,16 @@ def test_case_names_are_unique():
     assert ALL_VALID <= set(names)
 
 
+@pytest.mark.parametrize("rest, plain", [({}, True), ({"additionalProperties": True}, True),
+                                         ({"additionalProperties": False}, False),
+                                         ({"additionalProperties": {"type": "integer"}}, False)])
+def test_patterns_taking_any_value_split_the_keys_only_where_the_rest_differ(rest, plain):
+    # (the languages are checked against jsonschema in the patternProperties-trivial cases)
+    grammar = Grammar.from_json_schema(
+        {"type": "object", "patternProperties": {"^.{1,255}$": {}}, **rest})
+    assert all(node.plain for node in grammar.lexemes) == plain  # no complement of it
+
+
 def test_deep_recursion_is_accepted(tiny_bpe_vocab):
     """No depth limit: a tree 200 levels deep is accepted token by token."""
     compiled = automask.compile(Grammar.from_json_schema(TREE), tiny_bpe_vocab)

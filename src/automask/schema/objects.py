@@ -16,7 +16,7 @@ from automask.schema.annotations import Annotations
 from automask.schema.json_text import ANY_TEXT, repeat_with_sep, separated, string_node
 from automask.schema.lowering import Conjoin, Report
 from automask.schema.normalize import shape
-from automask.schema.shapes import KeyOutside, ObjectPart, Shape, keywords_of
+from automask.schema.shapes import KeyOutside, ObjectPart, Shape, keywords_of, trivial
 from automask.schema.strings import Strings
 from automask.schema.subschema import (
     ANNOTATIONS,
@@ -205,8 +205,14 @@ class Objects:
             # Key regions by the set of patterns they match (overlapping patterns give
             # regions that match several: their values meet every matching schema).
             regions: list[tuple[rx.Node, list[Subschema]]] = [(ANY_TEXT, [])]
+            add = view.extra(self.strict)
             for pat, sub in view.pattern_properties.items():
-                node = self.key_pattern(pat, m)
+                node = self.key_pattern(pat, m)  # (read even where unused: it may be malformed)
+                if trivial(sub) and trivial(add):
+                    # A key matching it or not takes any value: splitting the keys by it
+                    # would only add a complement of the pattern to every key, walked
+                    # cold in each scan (``^.{1,255}$``: 65 ms for the first key).
+                    continue
                 pm = Subschema(f"{m.uri}/patternProperties/{escape(pat)}", sub, m.base)
                 split = []
                 for region, subs in regions:
@@ -219,7 +225,6 @@ class Objects:
                 regions = split
                 if len(regions) > 256:
                     raise LimitExceeded("patternProperties overlap in too many ways")
-            add = view.extra(self.strict)
             parts = [(region, subs) for region, subs in regions if subs]
             rest = [region for region, subs in regions if not subs]
             if add is not False and rest:
