@@ -65,3 +65,39 @@ def test_is_live_agrees_with_an_exhaustive_search_along_every_path():
                     nxt.append(d)
             frontier = nxt
     assert decided[True] > 1000 and decided[False] > 50, decided
+
+
+def contains(word: bytes) -> rx.Node:
+    text = rx.star(rx.any_char())
+    return rx.concat(text, rx.literal(word), text)
+
+
+def test_a_oneof_branch_of_words_is_witnessed_by_its_own_word():
+    # "contains w and none of the others" (a oneOf of unanchored patterns) matches w, and
+    # two branches overlap on both words side by side: no search of the words' product.
+    words = [b"NEW", b"ON_APPROVAL", b"ON_SIGNING", b"EXECUTED", b"REJECTED"]
+    for w in words:
+        branch = rx.intersect(contains(w), *[rx.complement(contains(v)) for v in words
+                                             if v != w])
+        assert rx._witness(branch) == w and rx.is_live(branch)
+    both = rx.intersect(contains(b"NEW"), contains(b"EXECUTED"))
+    assert rx._witness(both) == b"NEWEXECUTED"
+    # one word inside another: nothing contains the outer word and not the inner one
+    assert rx.intersect(contains(b"ON_SIGNING"), rx.complement(contains(b"SIGN"))) is rx.EMPTY
+
+
+def test_every_witness_is_a_string_the_intersection_matches():
+    found = 0
+    for seed in range(200):
+        r = random.Random(seed)
+        parts = [parse_regex(p) for p in r.sample(POOL, r.randint(2, 3))]
+        parts = [rx.complement(p) if r.random() < 0.3 else p for p in parts]
+        node = rx._make(("and",) + tuple(sorted({p.uid for p in parts})), rx.K_AND,
+                        all(p.nullable for p in parts),
+                        items=tuple(sorted(set(parts), key=lambda p: p.uid)))
+        text = rx._witness(node)
+        if text is not None:
+            found += 1
+            assert rx.matches(node, text), (seed, text)
+            assert reference_live(node)
+    assert found > 50, found
