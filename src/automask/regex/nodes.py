@@ -848,7 +848,8 @@ def _shortest_string(node: Node) -> bytes | None:
         elif k == K_ALT:
             todo.append(min(n.items, key=lambda m: _minlen(m)))  # type: ignore[arg-type, return-value]  # (measured: no None under a measured node)
         elif k == K_REPEAT:
-            todo += [n.a] * n.lo
+            if not n.a.nullable:  # (then each of the lo iterations takes a byte or more:
+                todo += [n.a] * n.lo  # lo is within MAX_WITNESS)
         else:
             return None
     return bytes(out)
