@@ -13,6 +13,7 @@ import importlib.util
 import json
 import signal
 import time
+from array import array
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,11 @@ def test_maskbench_counts_and_json(tiny_bpe_path, records_path, tmp_path, capsys
     assert rejected["kind"] == "validation" and rejected["instance"] == '"five"'
     assert rejected["position"] == 0 and rejected["reason"] == "masked"
     assert by_id["JME_3"]["outcome"] == "pass"
+    for row in ours["schemas"]:  # where the slowest step was, for a replay
+        at = row["tbm_max_at"]
+        assert (at is None) == (row["tbm_max_us"] is None), row["id"]
+        if at is not None:
+            assert 0 <= at["test"] < row["tests"] and at["step"] >= 0
 
     text = capsys.readouterr().out
     assert "top compile errors (automask, 1 schemas)" in text and "uniqueItems" in text
@@ -454,3 +460,15 @@ def test_jsts_two_files_llama(shared_data, tmp_path):
     assert totals["cases"] > 40
     assert totals["wrong_accepts"] == 0, ours["files"]
     assert totals["passed"] + totals["unsupported"] + totals["wrong_rejects"] == totals["cases"]
+
+
+def test_the_slowest_step_is_named_by_its_test_and_position():
+    result = mb.SchemaResult("x", "s")
+    assert result.slowest_step() is None
+    # tests 0 and 2 walked (test 1 was not: an engine that refused the schema walks none)
+    result.test_starts.extend([0, 3])
+    result.tested.extend([0, 2])
+    result.tbm_us = array("d", [5.0, 9.0, 1.0, 2.0, 30.0, 4.0])
+    assert result.slowest_step() == {"test": 2, "step": 1}
+    result.tbm_us[0] = 99.0
+    assert result.as_dict()["tbm_max_at"] == {"test": 0, "step": 0}

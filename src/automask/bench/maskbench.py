@@ -17,6 +17,7 @@ is not a compile error: it is an engine that refuses every instance.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import random
@@ -132,13 +133,27 @@ class SchemaResult:
     tests: int = 0
     tokens: int = 0
     tbm_us: array = field(default_factory=lambda: array("d"))  # see SplitStats
+    #: where each walked test's steps begin in ``tbm_us`` (its index in the record's tests
+    #: is ``tested[i]``): what names the slowest step, to replay it
+    test_starts: array = field(default_factory=lambda: array("q"))
+    tested: array = field(default_factory=lambda: array("q"))
     failures: list[dict] = field(default_factory=list)  # failing instances (capped)
+
+    def slowest_step(self) -> dict | None:
+        """Where the slowest mask+commit was: the test (its index in the record) and the
+        step (the token's position in that test's instance); None with no step timed."""
+        if not self.tbm_us:
+            return None
+        at = max(range(len(self.tbm_us)), key=self.tbm_us.__getitem__)
+        walked = bisect.bisect_right(self.test_starts, at) - 1
+        return {"test": self.tested[walked], "step": at - self.test_starts[walked]}
 
     def as_dict(self) -> dict:
         return {"id": self.id, "split": self.split, "outcome": self.outcome,
                 "error": self.error, "ttfm_ms": self.ttfm_ms, "tests": self.tests,
                 "tokens": self.tokens, "mask_ms": round(sum(self.tbm_us) / 1e3, 3),
-                "tbm_max_us": max(self.tbm_us, default=None), "failures": self.failures}
+                "tbm_max_us": max(self.tbm_us, default=None),
+                "tbm_max_at": self.slowest_step(), "failures": self.failures}
 
 
 # ----------------------------------------------------------------------------- input
@@ -388,6 +403,8 @@ def _run_schema(engine, vocab, record, bitmask, row, encoded_cache, result: Sche
             if not first:
                 seq = engine.new_sequence(compiled)
             first = False
+            result.test_starts.append(len(result.tbm_us))
+            result.tested.append(index)
             accepted, position, reason = walk_instance(seq, ids, bitmask, row, result)
         if bool(test["valid"]) == accepted:
             continue
