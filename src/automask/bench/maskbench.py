@@ -133,10 +133,9 @@ class SchemaResult:
     tests: int = 0
     tokens: int = 0
     tbm_us: array = field(default_factory=lambda: array("d"))  # see SplitStats
-    #: where each walked test's steps begin in ``tbm_us`` (its index in the record's tests
-    #: is ``tested[i]``): what names the slowest step, to replay it
+    #: where each test's steps begin in ``tbm_us``: what names the slowest step, to replay
+    #: it. A compiled schema walks every test in order, so entry i is test i.
     test_starts: array = field(default_factory=lambda: array("q"))
-    tested: array = field(default_factory=lambda: array("q"))
     failures: list[dict] = field(default_factory=list)  # failing instances (capped)
 
     def slowest_step(self) -> dict | None:
@@ -145,8 +144,8 @@ class SchemaResult:
         if not self.tbm_us:
             return None
         at = max(range(len(self.tbm_us)), key=self.tbm_us.__getitem__)
-        walked = bisect.bisect_right(self.test_starts, at) - 1
-        return {"test": self.tested[walked], "step": at - self.test_starts[walked]}
+        test = bisect.bisect_right(self.test_starts, at) - 1
+        return {"test": test, "step": at - self.test_starts[test]}
 
     def as_dict(self) -> dict:
         return {"id": self.id, "split": self.split, "outcome": self.outcome,
@@ -404,7 +403,6 @@ def _run_schema(engine, vocab, record, bitmask, row, encoded_cache, result: Sche
                 seq = engine.new_sequence(compiled)
             first = False
             result.test_starts.append(len(result.tbm_us))
-            result.tested.append(index)
             accepted, position, reason = walk_instance(seq, ids, bitmask, row, result)
         if bool(test["valid"]) == accepted:
             continue
