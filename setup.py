@@ -40,6 +40,9 @@ COMPILED_MODULES = [
     # the JSON Schema front end and the grammar IR it lowers to: a schema per request
     # (tool calls) pays their time before its first mask
     "automask/grammar/ir.py",
+    # the regex algebra every lexeme is built from: its constructors and derivatives run
+    # in every compile and every cold mask
+    "automask/regex/nodes.py",
     "automask/schema/__init__.py",
     "automask/schema/annotations.py",
     "automask/schema/arrays.py",

@@ -18,13 +18,14 @@ Derivatives are computed per *byte class* (bytes that lead to the same
 derivative), so materializing a DFA row costs one derivative per class, not
 256. See Owens, Reppy, Turon, "Regular-expression derivatives reexamined".
 
-Interning is weak, and every memo lives on its node: a node stays while a
-grammar, a lexer state, a bounded cache, a parent node or the ring of the
-most recently made nodes (:data:`RECENT_NODES`) holds it, and is freed with
-its memos after that, so a process that compiles a new schema per request
-keeps a bounded set of nodes. Uids are never reused: a node made again
-after its key's node was freed is a new node, and no uid-keyed cache entry
-of the freed one can be met by it.
+Every memo lives on its node, and a node stays while a grammar, a lexer
+state, a bounded cache, a parent node or the ring of the most recently made
+nodes (:data:`RECENT_NODES`) holds it: the intern tables' own references do
+not count, and :func:`sweep` frees, with its memos, each node only they
+hold, so a process that compiles a new schema per request keeps a bounded
+set of nodes. Uids are never reused: a node made again after its key's node
+was freed is a new node, and no uid-keyed cache entry of the freed one can
+be met by it.
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ import collections
 import functools
 import gc
 import itertools
+import sys
 import threading
-import weakref
-from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]  # (not in typeshed)
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -67,10 +67,10 @@ class Node:
     """An interned regular expression over bytes. Build with the functions below."""
 
     __slots__ = ("kind", "a", "b", "items", "words", "lo", "hi", "bits", "nullable", "uid", "plain",
-                 "counted", "_cuts", "_derivs", "_raw_derivs",
+                 "counted", "key", "_cuts", "_derivs", "_raw_derivs",
                  # memos of the functions below, kept on the node so that they go with it
                  "_live", "_first", "_cont", "_fin", "_forced", "_meas", "_alpha",
-                 "_alpha_text", "_req", "_clamps", "_incl", "__weakref__")
+                 "_alpha_text", "_req", "_clamps", "_incl")
 
     # The slots' types (set by _make, never by __init__). ``a`` and ``b`` are NO_PART where
     # the kind has no such part, so that every part reads as a node.
@@ -86,6 +86,7 @@ class Node:
     uid: int
     plain: bool
     counted: int  # the bytes a count inside spans (see _make): clamp changes nothing within
+    key: tuple  # its key in the intern table
     _cuts: int | None
     _derivs: dict[int, int]  # byte -> the derivative's uid
     _raw_derivs: dict[int, int] | None  # byte -> the raw derivative's uid (_raw_derive)
@@ -110,32 +111,27 @@ class Node:
 NO_PART = Node()
 
 
-class _Ref(weakref.ref["Node"]):
-    """A node's weak reference: the value of its entries in the tables below."""
-
-    __slots__ = ("key", "uid")
-    key: tuple
-    uid: int
-
-
-# Interning is weak: the table maps a node's key to a weak reference, so a node lives as
-# long as something outside the table holds it (a grammar, a lexer state, a cache, a
-# parent node) and is then freed with everything memoized on it; a server compiling a
-# new schema per request keeps only the nodes its live grammars and bounded caches
-# reach. Nodes refer only to older nodes (their parts), and memos that name other
-# nodes (derivatives, clamps) hold uids, looked up in _by_uid, so reference counting
-# alone frees them: no cycle, and the collector is kept from walking them (each node,
-# its reference and its members' tuple are untracked, and so are the tables, after an
-# insert or when a collector pause ends; keys and memos, of ints, the collector
-# untracks by itself).
+# Interning: the table maps a node's key to the node, and a node lives as long as
+# something outside the tables holds it (a grammar, a lexer state, a cache, a parent
+# node, the ring below); :func:`sweep` then frees it with everything memoized on it. A
+# server compiling a new schema per request keeps only the nodes its live grammars and
+# bounded caches reach. Nodes refer only to older nodes (their parts), and memos that
+# name other nodes (derivatives, clamps) hold uids, looked up in _by_uid, so a sweep
+# from the newest node down frees a whole unheld structure in one pass, and no cycle
+# is left for the collector: it is kept from walking them (each node and its members'
+# tuple are untracked, and so are the tables, after an insert or when a collector
+# pause ends; keys and memos, of ints, the collector untracks by itself).
+# The tables hold nodes strongly, not through weak references, so that `Node` can be a
+# native class of the compiled engine (mypyc's native objects do not clear weak
+# references when freed).
 # Uids come from a counter and are never reused, so a uid-keyed cache entry of a freed
 # node is never met by another node: a node made again under the same key is a new
 # node, with a new uid and empty memos.
-_intern: dict[tuple, _Ref] = {}  # key -> the live node's reference
-_by_uid: dict[int, _Ref] = {}  # uid -> the live node's reference
+_intern: dict[tuple, Node] = {}  # key -> the node
+_by_uid: dict[int, Node] = {}  # uid -> the node, in the order made (uids grow)
 
 
-_tables_tracked = True  # an insert (of a weak reference) may have tracked the tables again
+_tables_tracked = True  # an insert may have tracked the tables again
 
 
 def _untrack_tables() -> None:
@@ -164,13 +160,27 @@ untrack(_recent)
 _uid_tables: list[dict] = []  # other modules' tables keyed by node uid (see uid_keyed)
 
 
+#: A sweep starts when the tables have grown to twice the nodes the last one kept, and
+#: not before they hold this many (set with the ring, twice its size), so garbage never
+#: outnumbers what is held for long. It goes a few nodes (:data:`SWEEP_STEP`) per
+#: node made, so no step pays for a whole sweep: freeing 350k nodes at once took 0.35 s.
+_sweep_floor = 2 * RECENT_NODES
+_sweep_at = _sweep_floor
+#: how many nodes of a sweep are looked at per node made: the tables grow by a quarter
+#: of what they held while it runs
+SWEEP_STEP = 4
+
+
 def keep_recent(count: int) -> None:
-    """Hold the ``count`` most recently made nodes (see :data:`RECENT_NODES`)."""
-    global _recent
+    """Hold the ``count`` most recently made nodes (see :data:`RECENT_NODES`), and sweep
+    from twice that many nodes on."""
+    global _recent, _sweep_floor, _sweep_at
     with _lock:
         recent = collections.deque(_recent, maxlen=max(count, 0))
         untrack(recent)
         _recent = recent
+        _sweep_floor = max(2 * count, 1024)
+        _sweep_at = max(_sweep_floor, 2 * len(_by_uid))
 
 
 def uid_keyed(table: dict) -> dict:
@@ -188,26 +198,87 @@ def table_sizes() -> dict[str, int]:
             "class_runs": len(_runs_cache)}
 
 
-def _gone(ref: _Ref) -> None:
-    """A node was freed: drop its entries (a node made since under its key stays)."""
-    try:
-        _remove_dead_weakref(_intern, ref.key)
-        uid = ref.uid
-        _by_uid.pop(uid, None)
-        for table in _uid_tables:
-            table.pop(uid, None)
-    except Exception:  # (at interpreter exit the module may be half torn down)
-        pass
+def sweep() -> int:
+    """Free every node that only the intern tables hold, with its memos and its entries
+    in the uid-keyed tables, and return how many. (Sweeps run by themselves as nodes are
+    made; this one runs whole, now.)"""
+    with _lock:
+        _start_sweep()
+        return _sweep_some(len(_pending))
+
+
+_PROBE_KEY = ("probe",)  # (no constructor makes a key of one string)
+#: the nodes of the sweep under way not looked at yet, oldest first; a node's parts are
+#: older than it, so once it is freed its parts are looked at with its references gone,
+#: and a whole unheld structure goes in one sweep
+_pending: list[Node] = []
+#: the probe's reference counts (see _start_sweep), in the tables and out of them: a
+#: node with no more is held by nothing else
+_held = _unheld = -1
+_kept = 0  # the nodes the sweep under way has looked at and kept
+
+
+def _start_sweep() -> None:
+    """Begin a sweep: every node, oldest first, then a probe, a node only the tables
+    hold. The probe is looked at first, by the same code as every node, so that the
+    sweep reads reference counts against counts measured, not assumed (compiled code may
+    hold one reference more or fewer than the interpreter in the same place)."""
+    global _pending, _held, _unheld, _kept
+    probe = Node()
+    probe.key = _PROBE_KEY
+    probe.uid = -1
+    _intern[_PROBE_KEY] = probe
+    _by_uid[-1] = probe
+    _pending = list(_by_uid.values())
+    untrack(_pending)
+    _held = _unheld = -1
+    _kept = 0
+
+
+def _sweep_some(count: int) -> int:
+    """Look at the next ``count`` nodes of the sweep under way (the caller holds
+    ``_lock``); returns how many were freed. A node that looks unheld is taken out of
+    both tables and looked at again, and put back if another thread took it meanwhile
+    (from a table, which readers do without the lock): out of the tables, no thread can
+    take it."""
+    global _held, _unheld, _kept, _sweep_at
+    pending = _pending
+    freed = 0
+    while count > 0 and pending:
+        count -= 1
+        node = pending.pop()
+        refs = sys.getrefcount(node)
+        if _held < 0:
+            _held = refs
+        elif refs > _held:
+            _kept += 1
+            continue
+        key, uid = node.key, node.uid
+        del _intern[key]
+        del _by_uid[uid]
+        refs = sys.getrefcount(node)
+        if _unheld < 0:
+            _unheld = refs  # (the probe, now gone)
+        elif refs > _unheld:
+            _intern[key] = node
+            _by_uid[uid] = node
+            _kept += 1
+        else:
+            for table in _uid_tables:
+                table.pop(uid, None)
+            freed += 1
+    if not pending:
+        _sweep_at = max(_sweep_floor, 2 * _kept)
+    return freed
 
 
 def _interned(key: tuple) -> Node | None:
-    """The node already made under ``key``, if any (and alive)."""
-    ref = _intern.get(key)
-    return None if ref is None else ref()
+    """The node already made under ``key``, if any."""
+    return _intern.get(key)
 
 
 def node_count() -> int:
-    """How many nodes are alive (interned) now."""
+    """How many nodes are interned now (held, or unheld since the last sweep)."""
     return len(_intern)
 
 
@@ -218,13 +289,11 @@ _ALWAYS_CLAMPED = 1 << 62
 def _make(key: tuple, kind: int, nullable: bool, *, a: Node = NO_PART,
           b: Node = NO_PART, items: tuple[Node, ...] = (), words: tuple[bytes, ...] = (),
           lo: int = 0, hi: int | None = None, bits: int = 0) -> Node:
-    """The node under ``key``: the live one, else a new one of these parts (most calls
-    find it alive, so that lookup comes first, with no call)."""
-    ref = _intern.get(key)
-    if ref is not None:
-        node = ref()
-        if node is not None:
-            return node
+    """The node under ``key``: the interned one, else a new one of these parts (most
+    calls find it, so that lookup comes first, with no call)."""
+    found = _intern.get(key)
+    if found is not None:
+        return found
     with _lock:
         node = _interned(key)
         if node is not None:
@@ -268,20 +337,21 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node = NO_PART,
         node._fin = _UNKNOWN
         node._derivs = {}
         node._raw_derivs = None  # made on first use: only liveness searches read it
-        ref = _Ref(node, _gone)
-        ref.key = key
-        ref.uid = uid
-        untrack(ref)
+        node.key = key
         untrack(node)
         if items:
             untrack(items)  # (its key, a tuple of ints, the collector untracks by itself)
-        _intern[key] = ref
-        _by_uid[uid] = ref
+        _intern[key] = node
+        _by_uid[uid] = node
         global _tables_tracked
         _tables_tracked = True
+        _recent.append(node)  # (the oldest one is let go)
+        if _pending:
+            _sweep_some(SWEEP_STEP)
+        elif len(_by_uid) >= _sweep_at:
+            _start_sweep()
         if gc.isenabled():  # (else when the pause ends)
             _untrack_tables()
-        _recent.append(node)  # (the oldest one is let go)
         return node
 
 
@@ -291,9 +361,8 @@ def parts_of(node: Node) -> list[Node]:
 
 
 def _alive(uid: int) -> Node | None:
-    """The node of ``uid`` while it is alive (memos naming other nodes hold their uids)."""
-    ref = _by_uid.get(uid)
-    return None if ref is None else ref()
+    """The node of ``uid`` until it is freed (memos naming other nodes hold their uids)."""
+    return _by_uid.get(uid)
 
 
 _UNKNOWN = object()
@@ -951,11 +1020,9 @@ def derive(node: Node, byte: int) -> Node:
     """The derivative of ``node`` by one byte (memoized on the node)."""
     uid = node._derivs.get(byte)
     if uid is not None:
-        ref = _by_uid.get(uid)
-        if ref is not None:
-            d = ref()
-            if d is not None:
-                return d  # (else the derivative was freed since: it is made again)
+        found = _by_uid.get(uid)
+        if found is not None:
+            return found  # (else the derivative was freed since: it is made again)
     k = node.kind
     if k == K_BYTES:
         d = EPS if (node.bits >> byte) & 1 else EMPTY
