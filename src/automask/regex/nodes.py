@@ -148,39 +148,39 @@ def _untrack_tables() -> None:
 _untrack_tables()
 on_resume(_untrack_tables)
 _lock = threading.Lock()
-_uids = itertools.count()
-#: How many of the most recently made nodes are held whatever else holds them. Work
+_made = 0  # the nodes made so far: the next node's uid
+#: How many of the most recently made nodes are kept whatever else holds them. Work
 #: moves between related nodes that nothing else holds for long (a liveness search's
 #: derivatives, met again by the next derivative's search; what a compile builds and
 #: its first masks derive), and these keep their memos for it. The set a process keeps
 #: is then what its live grammars and bounded caches reach plus these.
 RECENT_NODES = 1 << 15
-_recent: collections.deque[Node] = collections.deque(maxlen=RECENT_NODES)
-untrack(_recent)
+_window = RECENT_NODES
 _uid_tables: list[dict] = []  # other modules' tables keyed by node uid (see uid_keyed)
 
-
-#: A sweep starts when the tables have grown to twice the nodes the last one kept, and
-#: not before they hold this many (set with the ring, twice its size), so garbage never
-#: outnumbers what is held for long. It goes a few nodes (:data:`SWEEP_STEP`) per
-#: node made, so no step pays for a whole sweep: freeing 350k nodes at once took 0.35 s.
+# Sweeps. Most nodes are garbage soon after they leave the window (what one compile or
+# one mask made), so each band of YOUNG_BAND nodes that leaves it is swept on its own,
+# as it leaves; what is kept then is old, and a whole sweep, of every node, runs when the
+# tables have grown to 1.5 times the nodes the last one kept (and hold twice the window):
+# garbage of old nodes (a grammar dropped, a cache entry evicted) stays below half of
+# what is held. A sweep looks at SWEEP_STEP nodes per node made, so no step pays for a
+# whole one: freeing 350k nodes at once took 0.35 s.
+YOUNG_BAND = 1 << 12
+SWEEP_STEP = 4
+_young: collections.deque[int] = collections.deque()  # uids made, not swept since
+untrack(_young)
 _sweep_floor = 2 * RECENT_NODES
 _sweep_at = _sweep_floor
-#: how many nodes of a sweep are looked at per node made: the tables grow by a quarter
-#: of what they held while it runs
-SWEEP_STEP = 4
 
 
 def keep_recent(count: int) -> None:
-    """Hold the ``count`` most recently made nodes (see :data:`RECENT_NODES`), and sweep
-    from twice that many nodes on."""
-    global _recent, _sweep_floor, _sweep_at
+    """Keep the ``count`` most recently made nodes (see :data:`RECENT_NODES`), and sweep
+    every node from twice that many nodes on."""
+    global _window, _sweep_floor, _sweep_at
     with _lock:
-        recent = collections.deque(_recent, maxlen=max(count, 0))
-        untrack(recent)
-        _recent = recent
-        _sweep_floor = max(2 * count, 1024)
-        _sweep_at = max(_sweep_floor, 2 * len(_by_uid))
+        _window = max(count, 0)
+        _sweep_floor = max(2 * _window, 1024)
+        _sweep_at = max(_sweep_floor, len(_by_uid) + len(_by_uid) // 2)
 
 
 def uid_keyed(table: dict) -> dict:
@@ -191,19 +191,19 @@ def uid_keyed(table: dict) -> dict:
 
 
 def table_sizes() -> dict[str, int]:
-    """The sizes of the module-level tables: live nodes, nodes held as recent, entries of
-    the registered uid-keyed tables."""
-    return {"nodes": len(_intern), "recent": len(_recent),
+    """The sizes of the module-level tables: interned nodes, nodes kept as recent,
+    entries of the registered uid-keyed tables."""
+    return {"nodes": len(_intern), "recent": min(_window, _made),
             "uid_keyed": sum(len(t) for t in _uid_tables), "codes": len(_codes),
             "class_runs": len(_runs_cache)}
 
 
 def sweep() -> int:
-    """Free every node that only the intern tables hold, with its memos and its entries
-    in the uid-keyed tables, and return how many. (Sweeps run by themselves as nodes are
-    made; this one runs whole, now.)"""
+    """Free every node that only the intern tables hold (but the recent ones), with its
+    memos and its entries in the uid-keyed tables, and return how many. (Sweeps run by
+    themselves as nodes are made; this one runs whole, now.)"""
     with _lock:
-        _start_sweep()
+        _start_sweep(every=True)
         return _sweep_some(len(_pending))
 
 
@@ -212,25 +212,41 @@ _PROBE_KEY = ("probe",)  # (no constructor makes a key of one string)
 #: older than it, so once it is freed its parts are looked at with its references gone,
 #: and a whole unheld structure goes in one sweep
 _pending: list[Node] = []
+_every = False  # whether the sweep under way is of every node
 #: the probe's reference counts (see _start_sweep), in the tables and out of them: a
 #: node with no more is held by nothing else
 _held = _unheld = -1
 _kept = 0  # the nodes the sweep under way has looked at and kept
 
 
-def _start_sweep() -> None:
-    """Begin a sweep: every node, oldest first, then a probe, a node only the tables
-    hold. The probe is looked at first, by the same code as every node, so that the
-    sweep reads reference counts against counts measured, not assumed (compiled code may
-    hold one reference more or fewer than the interpreter in the same place)."""
-    global _pending, _held, _unheld, _kept
+def _start_sweep(*, every: bool) -> None:
+    """Begin a sweep of every node, or of the young nodes that have left the window;
+    oldest first, then a probe, a node only the tables hold. The probe is looked at
+    first, by the same code as every node, so that the sweep reads reference counts
+    against counts measured, not assumed (compiled code may hold one reference more or
+    fewer than the interpreter in the same place)."""
+    global _pending, _every, _held, _unheld, _kept
+    young = _young
+    recent = _made - _window
+    if every:
+        while young and young[0] < recent:
+            young.popleft()
+        pending = list(_by_uid.values())
+    else:
+        pending = []
+        while young and young[0] < recent:
+            node = _by_uid.get(young.popleft())
+            if node is not None:  # (else freed by a sweep of every node)
+                pending.append(node)
     probe = Node()
     probe.key = _PROBE_KEY
     probe.uid = -1
     _intern[_PROBE_KEY] = probe
     _by_uid[-1] = probe
-    _pending = list(_by_uid.values())
-    untrack(_pending)
+    pending.append(probe)
+    untrack(pending)
+    _pending = pending
+    _every = every
     _held = _unheld = -1
     _kept = 0
 
@@ -243,6 +259,7 @@ def _sweep_some(count: int) -> int:
     take it."""
     global _held, _unheld, _kept, _sweep_at
     pending = _pending
+    recent = _made - _window
     freed = 0
     while count > 0 and pending:
         count -= 1
@@ -250,7 +267,7 @@ def _sweep_some(count: int) -> int:
         refs = sys.getrefcount(node)
         if _held < 0:
             _held = refs
-        elif refs > _held:
+        elif refs > _held or node.uid >= recent:
             _kept += 1
             continue
         key, uid = node.key, node.uid
@@ -267,8 +284,8 @@ def _sweep_some(count: int) -> int:
             for table in _uid_tables:
                 table.pop(uid, None)
             freed += 1
-    if not pending:
-        _sweep_at = max(_sweep_floor, 2 * _kept)
+    if not pending and _every:
+        _sweep_at = max(_sweep_floor, _kept + _kept // 2)
     return freed
 
 
@@ -330,7 +347,9 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node = NO_PART,
             shortest = _minlen(a) if a.plain and not a.nullable else None
             span = max(span, max(lo, hi or 0) * (shortest or 1))
         node.counted = span
-        node.uid = uid = next(_uids)
+        global _made
+        node.uid = uid = _made
+        _made = uid + 1
         node._cuts = node._live = node._first = node._cont = node._forced = None
         node._meas = node._alpha = node._alpha_text = node._req = None
         node._clamps = node._incl = None
@@ -345,11 +364,13 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node = NO_PART,
         _by_uid[uid] = node
         global _tables_tracked
         _tables_tracked = True
-        _recent.append(node)  # (the oldest one is let go)
+        _young.append(uid)
         if _pending:
             _sweep_some(SWEEP_STEP)
         elif len(_by_uid) >= _sweep_at:
-            _start_sweep()
+            _start_sweep(every=True)
+        elif len(_young) >= _window + YOUNG_BAND:
+            _start_sweep(every=False)
         if gc.isenabled():  # (else when the pause ends)
             _untrack_tables()
         return node
