@@ -19,11 +19,11 @@ derivative), so materializing a DFA row costs one derivative per class, not
 256. See Owens, Reppy, Turon, "Regular-expression derivatives reexamined".
 
 Every memo lives on its node, and a node stays while a grammar, a lexer
-state, a bounded cache, a parent node or the ring of the most recently made
-nodes (:data:`RECENT_NODES`) holds it: the intern tables' own references do
-not count, and :func:`sweep` frees, with its memos, each node only they
-hold, so a process that compiles a new schema per request keeps a bounded
-set of nodes. Uids are never reused: a node made again after its key's node
+state, a bounded cache or a parent node holds it, or while it is among the
+most recently made (:data:`RECENT_NODES`): the intern tables' own references
+do not count, and sweeps free, with its memos, each node only they hold, so
+a process that compiles a new schema per request keeps a bounded set of
+nodes. Uids are never reused: a node made again after its key's node
 was freed is a new node, and no uid-keyed cache entry of the freed one can
 be met by it.
 """
@@ -113,7 +113,7 @@ NO_PART = Node()
 
 # Interning: the table maps a node's key to the node, and a node lives as long as
 # something outside the tables holds it (a grammar, a lexer state, a cache, a parent
-# node, the ring below); :func:`sweep` then frees it with everything memoized on it. A
+# node) or it is recent (below); a sweep then frees it with everything memoized on it. A
 # server compiling a new schema per request keeps only the nodes its live grammars and
 # bounded caches reach. Nodes refer only to older nodes (their parts), and memos that
 # name other nodes (derivatives, clamps) hold uids, looked up in _by_uid, so a sweep
@@ -161,8 +161,8 @@ _uid_tables: list[dict] = []  # other modules' tables keyed by node uid (see uid
 # Sweeps. Most nodes are garbage soon after they leave the window (what one compile or
 # one mask made), so each band of YOUNG_BAND nodes that leaves it is swept on its own,
 # as it leaves; what is kept then is old, and a whole sweep, of every node, runs when the
-# tables have grown to 1.5 times the nodes the last one kept (and hold twice the window):
-# garbage of old nodes (a grammar dropped, a cache entry evicted) stays below half of
+# tables have grown to 1.25 times the nodes the last one kept (and hold twice the window):
+# garbage of old nodes (a grammar dropped, a cache entry evicted) stays below a quarter of
 # what is held. A sweep looks at SWEEP_STEP nodes per node made, so no step pays for a
 # whole one: freeing 350k nodes at once took 0.35 s.
 YOUNG_BAND = 1 << 12
@@ -180,7 +180,7 @@ def keep_recent(count: int) -> None:
     with _lock:
         _window = max(count, 0)
         _sweep_floor = max(2 * _window, 1024)
-        _sweep_at = max(_sweep_floor, len(_by_uid) + len(_by_uid) // 2)
+        _sweep_at = max(_sweep_floor, len(_by_uid) + len(_by_uid) // 4)
 
 
 def uid_keyed(table: dict) -> dict:
@@ -285,7 +285,7 @@ def _sweep_some(count: int) -> int:
                 table.pop(uid, None)
             freed += 1
     if not pending and _every:
-        _sweep_at = max(_sweep_floor, _kept + _kept // 2)
+        _sweep_at = max(_sweep_floor, _kept + _kept // 4)
     return freed
 
 
