@@ -180,7 +180,12 @@ def keep_recent(count: int) -> None:
     with _lock:
         _window = max(count, 0)
         _sweep_floor = max(2 * _window, 1024)
-        _sweep_at = max(_sweep_floor, len(_by_uid) + len(_by_uid) // 4)
+        _sweep_at = _next_sweep_at(len(_by_uid))
+
+
+def _next_sweep_at(kept: int) -> int:
+    """How many interned nodes start the next sweep of every node, ``kept`` being held."""
+    return max(_sweep_floor, kept + kept // 4)
 
 
 def uid_keyed(table: dict) -> dict:
@@ -228,16 +233,13 @@ def _start_sweep(*, every: bool) -> None:
     global _pending, _every, _held, _unheld, _kept
     young = _young
     recent = _made - _window
+    band = []  # the young uids that have left the window: this sweep looks at them
+    while young and young[0] < recent:
+        band.append(young.popleft())
     if every:
-        while young and young[0] < recent:
-            young.popleft()
         pending = list(_by_uid.values())
-    else:
-        pending = []
-        while young and young[0] < recent:
-            node = _by_uid.get(young.popleft())
-            if node is not None:  # (else freed by a sweep of every node)
-                pending.append(node)
+    else:  # (a uid not found: freed by a sweep of every node)
+        pending = [node for uid in band if (node := _by_uid.get(uid)) is not None]
     probe = Node()
     probe.key = _PROBE_KEY
     probe.uid = -1
@@ -285,13 +287,8 @@ def _sweep_some(count: int) -> int:
                 table.pop(uid, None)
             freed += 1
     if not pending and _every:
-        _sweep_at = max(_sweep_floor, _kept + _kept // 4)
+        _sweep_at = _next_sweep_at(_kept)
     return freed
-
-
-def _interned(key: tuple) -> Node | None:
-    """The node already made under ``key``, if any."""
-    return _intern.get(key)
 
 
 def node_count() -> int:
@@ -312,7 +309,7 @@ def _make(key: tuple, kind: int, nullable: bool, *, a: Node = NO_PART,
     if found is not None:
         return found
     with _lock:
-        node = _interned(key)
+        node = _intern.get(key)
         if node is not None:
             return node
         check_time()
@@ -525,7 +522,7 @@ def alt_of(parts: Iterable[Node]) -> Node:
         return next(iter(members.values()))
     uids = sorted(members)
     key = ("alt", *uids)
-    found = _interned(key)  # most alternations are met again: no nullability to work out
+    found = _intern.get(key)  # most alternations are met again: no nullability to work out
     if found is not None:
         return found
     items = tuple(members[k] for k in uids)
